@@ -1,0 +1,136 @@
+package schema
+
+import "strconv"
+
+// Finish reasons of a request (the finish_reason attribute and the
+// finish_reason field of request events).
+const (
+	FinishStop   = "stop"   // EOS, a stop token or a stop string
+	FinishLength = "length" // max_tokens or the context limit
+	FinishAbort  = "abort"  // cancelled: client disconnect, deadline, shutdown
+	FinishError  = "error"  // failed: rejected input or an engine failure
+)
+
+// FinishReasons is the closed set of finish reasons.
+var FinishReasons = []string{FinishStop, FinishLength, FinishAbort, FinishError}
+
+// Error types (the error.type attribute and the error_type field of request
+// events). A request that finished normally has none. The list maps onto the
+// daemon's HTTP errors; "_OTHER" is the OpenTelemetry fallback.
+const (
+	ErrInvalidRequest   = "invalid_request"    // 400: malformed or unsupported input
+	ErrUnauthorized     = "unauthorized"       // 401: missing or wrong API key
+	ErrNotFound         = "not_found"          // 404: unknown route or model
+	ErrMethodNotAllowed = "method_not_allowed" // 405
+	ErrPayloadTooLarge  = "payload_too_large"  // 413: body over the limit
+	ErrQueueFull        = "queue_full"         // 429/503: waiting queue full
+	ErrTimeout          = "timeout"            // the request's deadline passed (finish_reason abort)
+	ErrCancelled        = "cancelled"          // the client went away (finish_reason abort)
+	ErrShutdown         = "shutdown"           // aborted by a daemon shutdown (finish_reason abort)
+	ErrEngine           = "engine_error"       // 500: the engine failed
+	ErrOther            = "_OTHER"             // anything else
+)
+
+// ErrorTypes is the closed set of error types.
+var ErrorTypes = []string{
+	ErrInvalidRequest, ErrUnauthorized, ErrNotFound, ErrMethodNotAllowed,
+	ErrPayloadTooLarge, ErrQueueFull, ErrTimeout, ErrCancelled, ErrShutdown,
+	ErrEngine, ErrOther,
+}
+
+// Operation names (gen_ai.operation.name).
+const (
+	OpChat           = "chat"            // POST /v1/chat/completions
+	OpTextCompletion = "text_completion" // POST /v1/completions
+)
+
+// Engine phases (the phase attribute and step records).
+const (
+	PhasePrefill = "prefill"
+	PhaseDecode  = "decode"
+	PhaseDraft   = "draft"
+	PhaseVerify  = "verify"
+)
+
+// Event kinds on the socket.
+const (
+	KindHello   = "hello"
+	KindRequest = "request"
+	KindEngine  = "engine"
+)
+
+// Decode error reasons (the reason attribute of the sidecar's decode errors).
+const (
+	ReasonMalformed          = "malformed_json"      // not JSON, or a field of the wrong type
+	ReasonUnsupportedVersion = "unsupported_version" // v is not a version this build reads (closes the connection)
+	ReasonUnknownKind        = "unknown_kind"        // kind is not hello, request or engine
+	ReasonInvalidField       = "invalid_field"       // a field is missing or out of range
+	ReasonLineTooLong        = "line_too_long"       // a line exceeded the limit (closes the connection)
+	ReasonNoHello            = "no_hello"            // an event arrived before the connection's hello
+	ReasonStaleSeq           = "stale_seq"           // seq is not after the last one seen for the boot (duplicate or replay); skipped
+)
+
+// DecodeReasons is the closed set of decode error reasons.
+var DecodeReasons = []string{
+	ReasonMalformed, ReasonUnsupportedVersion, ReasonUnknownKind,
+	ReasonInvalidField, ReasonLineTooLong, ReasonNoHello, ReasonStaleSeq,
+}
+
+// DefaultSocketPath is the unix socket the daemon writes events to and the
+// sidecar listens on, unless both are configured otherwise.
+const DefaultSocketPath = "/tmp/picometer.sock"
+
+// Daemon-side drop reasons (the reason attribute of dropped events).
+const (
+	DropQueueFull = "queue_full" // the emitter's bounded queue was full
+	DropStepRing  = "step_ring"  // the engine's step-record ring overflowed between snapshots
+)
+
+// MaxSpecK is the largest speculative draft length; positions are 0..MaxSpecK-1.
+const MaxSpecK = 8
+
+// MaxBatch is the largest number of engine slots; batch sizes are 1..MaxBatch.
+const MaxBatch = 64
+
+// Attributes. Model and engine are on every engine and request family.
+var (
+	AttrModel = &Attr{Key: "gen_ai.request.model",
+		Doc: "model name served by the daemon (from its hello event)"}
+	AttrEngine = &Attr{Key: "engine",
+		Doc: "engine identifier configured on the daemon (from its hello event)"}
+	AttrOperation = &Attr{Key: "gen_ai.operation.name", Values: []string{OpChat, OpTextCompletion},
+		Doc: "OpenAI endpoint: chat completions or completions"}
+	AttrFinishReason = &Attr{Key: "finish_reason", Values: FinishReasons,
+		Doc: "why the request finished"}
+	AttrErrorType = &Attr{Key: "error.type", Values: ErrorTypes,
+		Doc: "why the request failed or was aborted"}
+	AttrPhase = &Attr{Key: "phase", Values: []string{PhasePrefill, PhaseDecode, PhaseDraft, PhaseVerify},
+		Doc: "engine step phase"}
+	AttrBatchPhase = &Attr{Key: "phase", Values: []string{PhaseDecode, PhaseDraft, PhaseVerify},
+		Doc: "engine step phase tracked by batch size (MLC-LLM's decode, draft and verify)"}
+	AttrBatchSize = &Attr{Key: "batch_size", Values: numbers(1, MaxBatch),
+		Doc: "requests in the step's batch"}
+	AttrPosition = &Attr{Key: "position", Values: numbers(0, MaxSpecK-1),
+		Doc: "index of the draft token within a speculative draft"}
+	AttrEventKind = &Attr{Key: "kind", Values: []string{KindHello, KindRequest, KindEngine},
+		Doc: "event kind"}
+	AttrDecodeReason = &Attr{Key: "reason", Values: DecodeReasons,
+		Doc: "why a line was rejected"}
+	AttrDropReason = &Attr{Key: "reason", Values: []string{DropQueueFull, DropStepRing},
+		Doc: "where the daemon dropped events"}
+
+	// Info attributes: the engine's configuration, as decimal numbers.
+	AttrBMax          = &Attr{Key: "b_max", Doc: "engine slots (B_max), from the hello event"}
+	AttrContextLength = &Attr{Key: "context_length", Doc: "model context length in tokens, from the hello event"}
+	AttrBlockSize     = &Attr{Key: "block_size", Doc: "KV-cache block size in tokens, from the hello event"}
+	AttrSpecK         = &Attr{Key: "spec_k", Doc: "speculative draft length (0 = off), from the hello event"}
+	AttrVersion       = &Attr{Key: "version", Doc: "picometerd version, from the hello event"}
+)
+
+func numbers(lo, hi int) []string {
+	out := make([]string, 0, hi-lo+1)
+	for i := lo; i <= hi; i++ {
+		out = append(out, strconv.Itoa(i))
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	json "github.com/goccy/go-json"
+)
+
+// DecodeError is the error [Decode] returns. Reason is one of
+// [DecodeReasons]; the sidecar counts rejected lines by it.
+type DecodeError struct {
+	Reason string
+	Msg    string
+}
+
+// Error returns the message, which names the offending field or value.
+func (e *DecodeError) Error() string { return e.Msg }
+
+func decodeErr(reason, format string, args ...any) *DecodeError {
+	return &DecodeError{Reason: reason, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ReasonOf returns the decode reason of err, or "" if err is not a
+// *DecodeError.
+func ReasonOf(err error) string {
+	var de *DecodeError
+	if errors.As(err, &de) {
+		return de.Reason
+	}
+	return ""
+}
+
+// Decode parses one NDJSON line (without its newline) into ev and validates
+// it. ev is reset first; its slices' storage is reused, so a caller decoding
+// many lines into one Event allocates little. Unknown fields are ignored
+// (forward compatibility). The error, if any, is a *DecodeError:
+//
+//   - malformed_json: not a JSON object, or a field of the wrong type;
+//   - unsupported_version: v is not [Version] (the message names it);
+//   - unknown_kind: kind is not hello, request or engine (the message names it);
+//   - invalid_field: a field is missing or out of range (the message names it).
+//
+// Decode never panics, whatever the bytes.
+func Decode(line []byte, ev *Event) error {
+	ev.reset()
+	if err := json.Unmarshal(line, ev); err != nil {
+		return decodeErr(ReasonMalformed, "malformed event: %v", err)
+	}
+	return ev.Validate()
+}
+
+func (ev *Event) reset() {
+	itl, steps := ev.ITLUS[:0], ev.Steps[:0]
+	dec, dra, ver := ev.DecodeTimeByBatchSize[:0], ev.DraftTimeByBatchSize[:0], ev.VerifyTimeByBatchSize[:0]
+	*ev = Event{}
+	ev.ITLUS, ev.Steps = itl, steps
+	ev.DecodeTimeByBatchSize, ev.DraftTimeByBatchSize, ev.VerifyTimeByBatchSize = dec, dra, ver
+}
+
+// Validate checks the header and the body its kind selects.
+func (ev *Event) Validate() error {
+	h := &ev.Header
+	if h.V != Version {
+		if h.V == 0 {
+			return decodeErr(ReasonUnsupportedVersion, "event has no version (field v); this build reads version %d", Version)
+		}
+		return decodeErr(ReasonUnsupportedVersion, "unsupported event version %d; this build reads version %d", h.V, Version)
+	}
+	switch h.Kind {
+	case KindHello, KindRequest, KindEngine:
+	case "":
+		return decodeErr(ReasonInvalidField, "kind: missing")
+	default:
+		return decodeErr(ReasonUnknownKind, "unknown event kind %q", h.Kind)
+	}
+	if h.Boot == "" {
+		return decodeErr(ReasonInvalidField, "boot: missing")
+	}
+	if h.Seq == 0 {
+		return decodeErr(ReasonInvalidField, "seq: missing or 0")
+	}
+	switch h.Kind {
+	case KindHello:
+		return ev.HelloBody.validate()
+	case KindRequest:
+		return ev.RequestBody.validate()
+	default:
+		return ev.EngineBody.validate()
+	}
+}
+
+func invalid(format string, args ...any) error { return decodeErr(ReasonInvalidField, format, args...) }
+
+func (b *HelloBody) validate() error {
+	switch {
+	case b.Model == "":
+		return invalid("model: missing")
+	case b.Engine == "":
+		return invalid("engine: missing")
+	case b.Config.BMax < 1 || b.Config.BMax > MaxBatch:
+		return invalid("config.b_max: %d not in 1..%d", b.Config.BMax, MaxBatch)
+	case b.Config.SpecK < 0 || b.Config.SpecK > MaxSpecK:
+		return invalid("config.spec_k: %d not in 0..%d", b.Config.SpecK, MaxSpecK)
+	case b.Config.ContextLength < 1:
+		return invalid("config.context_length: %d < 1", b.Config.ContextLength)
+	case b.Config.BlockSize < 0 || b.Config.KVBlocks < 0 || b.Config.PrefillChunk < 0:
+		return invalid("config: negative block_size, kv_blocks or prefill_chunk")
+	}
+	return nil
+}
+
+func (b *RequestBody) validate() error {
+	if b.ID == "" {
+		return invalid("id: missing")
+	}
+	if !AttrOperation.Allows(b.Operation) {
+		return invalid("operation: %q is not one of %v", b.Operation, AttrOperation.Values)
+	}
+	if !AttrFinishReason.Allows(b.FinishReason) {
+		return invalid("finish_reason: %q is not one of %v", b.FinishReason, FinishReasons)
+	}
+	if b.ErrorType != "" && !AttrErrorType.Allows(b.ErrorType) {
+		return invalid("error_type: %q is not one of %v", b.ErrorType, ErrorTypes)
+	}
+	if b.FinishReason == FinishError && b.ErrorType == "" {
+		return invalid("error_type: missing on a request that finished with an error")
+	}
+	if b.FinishUS < 0 {
+		return invalid("finish_us: %d < 0", b.FinishUS)
+	}
+	for _, t := range []struct {
+		name string
+		v    int64
+	}{{"admitted_us", b.AdmittedUS}, {"first_token_us", b.FirstTokenUS}, {"last_token_us", b.LastTokenUS}} {
+		if t.v < -1 || t.v > b.FinishUS {
+			return invalid("%s: %d not in -1..finish_us (%d)", t.name, t.v, b.FinishUS)
+		}
+	}
+	if b.FirstTokenUS >= 0 && b.LastTokenUS < b.FirstTokenUS {
+		return invalid("last_token_us: %d before first_token_us %d", b.LastTokenUS, b.FirstTokenUS)
+	}
+	for _, t := range []struct {
+		name string
+		v    int
+	}{{"prompt_tokens", b.PromptTokens}, {"prefill_tokens", b.PrefillTokens}, {"decode_tokens", b.DecodeTokens},
+		{"completion_tokens", b.CompletionTokens}, {"draft_tokens", b.DraftTokens}, {"accepted_tokens", b.AcceptedTokens}} {
+		if t.v < 0 {
+			return invalid("%s: %d < 0", t.name, t.v)
+		}
+	}
+	if b.AcceptedTokens > b.DraftTokens {
+		return invalid("accepted_tokens: %d more than draft_tokens %d", b.AcceptedTokens, b.DraftTokens)
+	}
+	if len(b.ITLUS) > b.CompletionTokens {
+		return invalid("itl_us: %d gaps for %d completion tokens", len(b.ITLUS), b.CompletionTokens)
+	}
+	for i, g := range b.ITLUS {
+		if g < 0 {
+			return invalid("itl_us[%d]: %d < 0", i, g)
+		}
+	}
+	return nil
+}
+
+func (b *EngineBody) validate() error {
+	for _, t := range []struct {
+		name string
+		v    float64
+	}{{"engine_prefill_time_sum", b.EnginePrefillTimeSum}, {"engine_decode_time_sum", b.EngineDecodeTimeSum},
+		{"engine_draft_time_sum", b.EngineDraftTimeSum}, {"engine_verify_time_sum", b.EngineVerifyTimeSum},
+		{"engine_jump_forward_time_sum", b.EngineJumpForwardTimeSum}} {
+		if t.v < 0 || math.IsNaN(t.v) || math.IsInf(t.v, 0) {
+			return invalid("%s: %v out of range", t.name, t.v)
+		}
+	}
+	for _, t := range []struct {
+		name string
+		v    int64
+	}{{"prompt_tokens_sum", b.PromptTokensSum}, {"completion_tokens_sum", b.CompletionTokensSum},
+		{"prefill_tokens_sum", b.PrefillTokensSum}, {"decode_tokens_sum", b.DecodeTokensSum},
+		{"preemptions", b.Preemptions}, {"requests_finished", b.RequestsFinished},
+		{"events_dropped", b.EventsDropped}, {"steps_dropped", b.StepsDropped},
+		{"running", int64(b.Running)}, {"waiting", int64(b.Waiting)}, {"slots", int64(b.Slots)},
+		{"kv_blocks_used", int64(b.KVBlocksUsed)}, {"kv_blocks_total", int64(b.KVBlocksTotal)}} {
+		if t.v < 0 {
+			return invalid("%s: %d < 0", t.name, t.v)
+		}
+	}
+	if b.KVCacheUsage < 0 || b.KVCacheUsage > 1 || math.IsNaN(b.KVCacheUsage) {
+		return invalid("kv_cache_usage: %v not in 0..1", b.KVCacheUsage)
+	}
+	for i := range b.Steps {
+		s := &b.Steps[i]
+		if !AttrPhase.Allows(s.Phase) {
+			return invalid("steps[%d].phase: %q is not one of %v", i, s.Phase, AttrPhase.Values)
+		}
+		if s.BatchSize < 1 || s.BatchSize > MaxBatch {
+			return invalid("steps[%d].batch_size: %d not in 1..%d", i, s.BatchSize, MaxBatch)
+		}
+		if s.Tokens < 0 || s.DurationUS < 0 {
+			return invalid("steps[%d]: negative tokens or duration_us", i)
+		}
+	}
+	return nil
+}
+
+// Append appends ev (a *Hello, *Request or *Engine) as one NDJSON line,
+// newline included, to dst.
+func Append(dst []byte, ev any) ([]byte, error) {
+	switch ev.(type) {
+	case *Hello, *Request, *Engine:
+	default:
+		return dst, fmt.Errorf("schema: cannot encode %T as an event", ev)
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, b...)
+	return append(dst, '\n'), nil
+}

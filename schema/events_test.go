@@ -1,0 +1,345 @@
+package schema
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+const eventsDir = "../testdata/events"
+
+func hdr(kind string, seq uint64) Header {
+	return Header{V: Version, Kind: kind, Boot: "9f1c2e7a5b3d4c61", Seq: seq, TimeUnixNano: 1795000000123456789}
+}
+
+// exampleEvents are the golden examples, one per kind and outcome.
+func exampleEvents() map[string]any {
+	ok := &Request{Header: hdr(KindRequest, 2), RequestBody: RequestBody{
+		ID: "cmpl-7", Operation: OpTextCompletion, Stream: true,
+		AdmittedUS: 120, FirstTokenUS: 9500, LastTokenUS: 30500, FinishUS: 30550,
+		PromptTokens: 12, PrefillTokens: 12, DecodeTokens: 7, CompletionTokens: 8,
+		DraftTokens: 6, AcceptedTokens: 3, FinishReason: FinishLength,
+		ITLUS: []int64{4100, 2900, 3000, 3500, 2500, 2000, 3000},
+	}}
+	ok.Metrics = ok.MLCMetrics()
+	abort := &Request{Header: hdr(KindRequest, 3), RequestBody: RequestBody{
+		ID: "chatcmpl-8", Operation: OpChat, Stream: true,
+		AdmittedUS: 80, FirstTokenUS: 7000, LastTokenUS: 10000, FinishUS: 10400,
+		PromptTokens: 30, PrefillTokens: 30, DecodeTokens: 2, CompletionTokens: 3,
+		FinishReason: FinishAbort, ErrorType: ErrCancelled, ITLUS: []int64{1500, 1500},
+	}}
+	abort.Metrics = abort.MLCMetrics()
+	failed := &Request{Header: hdr(KindRequest, 4), RequestBody: RequestBody{
+		ID: "cmpl-9", Operation: OpTextCompletion, AdmittedUS: -1, FirstTokenUS: -1, LastTokenUS: -1,
+		FinishUS: 35, FinishReason: FinishError, ErrorType: ErrInvalidRequest, ITLUS: []int64{},
+	}}
+	failed.Metrics = failed.MLCMetrics()
+	dec := make(TimeByBatchSize, 5)
+	dec[1] = TimeCost{Count: 40, Sum: 0.16}
+	dec[4] = TimeCost{Count: 10, Sum: 0.07}
+	ver := make(TimeByBatchSize, 3)
+	ver[2] = TimeCost{Count: 5, Sum: 0.05}
+	engine := &Engine{Header: hdr(KindEngine, 5), EngineBody: EngineBody{
+		EnginePrefillTimeSum: 0.25, EngineDecodeTimeSum: 0.23, PromptTokensSum: 42, CompletionTokensSum: 11,
+		PrefillTokensSum: 42, DecodeTokensSum: 9, PrefillTokensPerS: 168, DecodeTokensPerS: 39.130434782608695,
+		LastFinishedRequest:   abort.Metrics,
+		SpecDecode:            &SpecDecode{DraftCount: []int64{6, 5, 3, 1}, AcceptCount: []int64{3, 2, 1, 0}},
+		DecodeTimeByBatchSize: dec, DraftTimeByBatchSize: nil, VerifyTimeByBatchSize: ver,
+		EngineDraftTimeSum: 0.0004, EngineVerifyTimeSum: 0.06, RequestsFinished: 3,
+		Running: 1, Waiting: 2, Slots: 8, KVCacheUsage: 0.0625, KVBlocksUsed: 16, KVBlocksTotal: 256,
+		Steps: []StepRecord{
+			{Phase: PhasePrefill, BatchSize: 1, Tokens: 12, DurationUS: 9000},
+			{Phase: PhaseDecode, BatchSize: 2, Tokens: 2, DurationUS: 4100},
+			{Phase: PhaseDraft, BatchSize: 2, Tokens: 6, DurationUS: 12},
+			{Phase: PhaseVerify, BatchSize: 2, Tokens: 8, DurationUS: 5200},
+		},
+	}}
+	return map[string]any{
+		"hello.ndjson": &Hello{Header: hdr(KindHello, 1), HelloBody: HelloBody{
+			PID: 4242, Model: "picometer-tiny", Engine: "picometer", Daemon: "0.1.0",
+			Config: EngineConfig{BMax: 8, ContextLength: 256, BlockSize: 16, KVBlocks: 128, SpecK: 4, PrefillChunk: 64},
+		}},
+		"request_length.ndjson": ok,
+		"request_abort.ndjson":  abort,
+		"request_error.ndjson":  failed,
+		"engine.ndjson":         engine,
+	}
+}
+
+func TestGoldenEvents(t *testing.T) {
+	for name, ev := range exampleEvents() {
+		t.Run(name, func(t *testing.T) {
+			got, err := Append(nil, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(eventsDir, name)
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./schema -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("encoding changed (run go test ./schema -update after checking):\n got %s\nwant %s", got, want)
+			}
+			// Decode the golden line and encode it again: identical bytes.
+			var e Event
+			if err := Decode(bytes.TrimSuffix(want, []byte("\n")), &e); err != nil {
+				t.Fatalf("Decode(golden): %v", err)
+			}
+			var again any
+			switch e.Kind {
+			case KindHello:
+				again = &Hello{e.Header, e.HelloBody}
+			case KindRequest:
+				again = &Request{e.Header, e.RequestBody}
+			case KindEngine:
+				again = &Engine{e.Header, e.EngineBody}
+			}
+			if !reflect.DeepEqual(again, ev) {
+				t.Fatalf("round trip changed the event:\n got %+v\nwant %+v", again, ev)
+			}
+			re, _ := Append(nil, again)
+			if !bytes.Equal(re, want) {
+				t.Fatalf("re-encoding differs:\n got %s\nwant %s", re, want)
+			}
+		})
+	}
+}
+
+func TestMLCShapes(t *testing.T) {
+	line, err := os.ReadFile(filepath.Join(eventsDir, "engine.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(line, &raw); err != nil {
+		t.Fatal(err)
+	}
+	dec := raw["decode_time_by_batch_size"].(map[string]any)
+	for _, k := range []string{"mean{batch_size=1}", "count{batch_size=1}", "sum{batch_size=1}", "count{batch_size=4}"} {
+		if _, ok := dec[k]; !ok {
+			t.Errorf("decode_time_by_batch_size lacks %q: %v", k, dec)
+		}
+	}
+	if _, ok := dec["count{batch_size=2}"]; ok {
+		t.Errorf("batch sizes with count 0 must be omitted, as MLC-LLM does")
+	}
+	sd := raw["spec_decode"].(map[string]any)
+	if p := sd["accept_prob"].(map[string]any)["accept_prob{step=0}"]; p != 0.5 {
+		t.Errorf("accept_prob{step=0} = %v, want 0.5", p)
+	}
+	if r := sd["accept_rate"].(map[string]any)["accept_rate{step=1}"]; r != 2.0/3 {
+		t.Errorf("accept_rate{step=1} = %v, want 2/3", r)
+	}
+	if l := sd["accept_len"].(map[string]any)["accept_len{step=1}"]; l != 0.5+0.4 {
+		t.Errorf("accept_len{step=1} = %v, want 0.9", l)
+	}
+	// MLC-LLM RequestMetrics keys, exactly.
+	rline, _ := os.ReadFile(filepath.Join(eventsDir, "request_length.ndjson"))
+	var req map[string]any
+	if err := json.Unmarshal(rline, &req); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range req["metrics"].(map[string]any) {
+		keys = append(keys, k)
+	}
+	want := "completion_tokens decode_tokens decode_tokens_per_s end_to_end_latency_s inter_token_latency_s jump_forward_tokens prefill_tokens prefill_tokens_per_s prompt_tokens ttft_s"
+	if got := strings.Join(sorted(keys), " "); got != want {
+		t.Errorf("MLC request metrics keys:\n got %s\nwant %s", got, want)
+	}
+	m := req["metrics"].(map[string]any)
+	if m["ttft_s"] != 0.0095 || m["end_to_end_latency_s"] != 0.03055 || m["inter_token_latency_s"] != 0.03055/8 {
+		t.Errorf("MLC times: %v", m)
+	}
+}
+
+func sorted(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+// The bodies share one Event for single-pass decoding: their JSON keys must
+// be disjoint, or encoding/json rules would silently drop the clashing ones.
+func TestEventBodyKeysDisjoint(t *testing.T) {
+	seen := map[string]string{}
+	for _, typ := range []reflect.Type{reflect.TypeOf(Header{}), reflect.TypeOf(HelloBody{}), reflect.TypeOf(RequestBody{}), reflect.TypeOf(EngineBody{})} {
+		for i := 0; i < typ.NumField(); i++ {
+			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if prev, dup := seen[key]; dup {
+				t.Errorf("JSON key %q in both %s and %s", key, prev, typ.Name())
+			}
+			seen[key] = typ.Name()
+		}
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	good := `{"v":1,"kind":"request","boot":"b","seq":9,"id":"x","operation":"chat","admitted_us":1,"first_token_us":2,"last_token_us":3,"finish_us":4,"completion_tokens":2,"finish_reason":"stop","itl_us":[1]}`
+	f := func(line, reason, msg string) {
+		t.Helper()
+		var ev Event
+		err := Decode([]byte(line), &ev)
+		if err == nil {
+			t.Errorf("Decode(%s): no error, want %s", line, reason)
+			return
+		}
+		if got := ReasonOf(err); got != reason {
+			t.Errorf("Decode(%s): reason %q, want %q (%v)", line, got, reason, err)
+		}
+		if !strings.Contains(err.Error(), msg) {
+			t.Errorf("Decode(%s): error %q does not mention %q", line, err, msg)
+		}
+	}
+	sub := func(old, new string) string { return strings.Replace(good, old, new, 1) }
+	f(``, ReasonMalformed, "malformed event")
+	f(`{`, ReasonMalformed, "malformed event")
+	f(`[1,2]`, ReasonMalformed, "malformed event")
+	f(`{"v":"1"}`, ReasonMalformed, "malformed event")
+	f(sub(`"seq":9`, `"seq":-9`), ReasonMalformed, "malformed event")
+	f(sub(`"itl_us":[1]`, `"itl_us":["a"]`), ReasonMalformed, "malformed event")
+	f(`{"kind":"hello"}`, ReasonUnsupportedVersion, "no version")
+	f(sub(`"v":1`, `"v":2`), ReasonUnsupportedVersion, "unsupported event version 2")
+	f(sub(`"kind":"request"`, `"kind":"trace"`), ReasonUnknownKind, `unknown event kind "trace"`)
+	f(sub(`"kind":"request",`, ``), ReasonInvalidField, "kind: missing")
+	f(sub(`"boot":"b",`, ``), ReasonInvalidField, "boot: missing")
+	f(sub(`"seq":9,`, ``), ReasonInvalidField, "seq: missing")
+	f(sub(`"id":"x",`, ``), ReasonInvalidField, "id: missing")
+	f(sub(`"operation":"chat"`, `"operation":"embed"`), ReasonInvalidField, "operation")
+	f(sub(`"finish_reason":"stop"`, `"finish_reason":"done"`), ReasonInvalidField, "finish_reason")
+	f(sub(`"finish_reason":"stop"`, `"finish_reason":"error"`), ReasonInvalidField, "error_type: missing")
+	f(sub(`"finish_reason":"stop"`, `"finish_reason":"error","error_type":"oops"`), ReasonInvalidField, "error_type")
+	f(sub(`"finish_us":4`, `"finish_us":-4`), ReasonInvalidField, "finish_us")
+	f(sub(`"first_token_us":2`, `"first_token_us":7`), ReasonInvalidField, "first_token_us")
+	f(sub(`"itl_us":[1]`, `"itl_us":[1,2,3]`), ReasonInvalidField, "itl_us")
+	f(sub(`"itl_us":[1]`, `"itl_us":[-1]`), ReasonInvalidField, "itl_us[0]")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"draft_tokens":1,"accepted_tokens":2`), ReasonInvalidField, "accepted_tokens")
+	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"model":"m","engine":"e","config":{"b_max":0,"context_length":1}}`, ReasonInvalidField, "config.b_max")
+	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"engine":"e","config":{"b_max":1,"context_length":1}}`, ReasonInvalidField, "model: missing")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"kv_cache_usage":1.5}`, ReasonInvalidField, "kv_cache_usage")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"running":-1}`, ReasonInvalidField, "running")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"steps":[{"phase":"warp","batch_size":1}]}`, ReasonInvalidField, "steps[0].phase")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"steps":[{"phase":"decode","batch_size":65}]}`, ReasonInvalidField, "steps[0].batch_size")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"decode_time_by_batch_size":{"median{batch_size=1}":1}}`, ReasonMalformed, "median")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"decode_time_by_batch_size":{"count{batch_size=99}":1}}`, ReasonMalformed, "batch size")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"spec_decode":{"draft_count":[1,2],"accept_count":[1]}}`, ReasonMalformed, "spec_decode")
+
+	// The good line decodes; unknown fields are tolerated.
+	var ev Event
+	if err := Decode([]byte(sub(`"v":1`, `"v":1,"future":{"x":[1,2]}`)), &ev); err != nil {
+		t.Fatalf("good line with an unknown field: %v", err)
+	}
+	if ev.ID != "x" || ev.Seq != 9 || len(ev.ITLUS) != 1 {
+		t.Fatalf("decoded %+v", ev)
+	}
+}
+
+// An MLC-LLM producer writes no sum{…}: it is reconstructed from mean×count.
+func TestTimeByBatchSizeFromMLC(t *testing.T) {
+	var tb TimeByBatchSize
+	if err := json.Unmarshal([]byte(`{"mean{batch_size=3}":0.5,"count{batch_size=3}":4}`), &tb); err != nil {
+		t.Fatal(err)
+	}
+	if len(tb) != 4 || tb[3].Count != 4 || tb[3].Sum != 2 {
+		t.Fatalf("got %+v", tb)
+	}
+}
+
+func TestDecodeReusesStorage(t *testing.T) {
+	line, err := os.ReadFile(filepath.Join(eventsDir, "request_length.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line = bytes.TrimSpace(line)
+	var ev Event
+	if err := Decode(line, &ev); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := Decode(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The id string and the operation/finish strings may allocate; the ITL slice must not.
+	if allocs > 6 {
+		t.Errorf("Decode of a request event: %v allocs/op, want ≤ 6", allocs)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(eventsDir, "*.ndjson"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(bytes.TrimSpace(b))
+	}
+	f.Add([]byte(`{"v":1,"kind":"engine","boot":"b","seq":1,"decode_time_by_batch_size":{"count{batch_size=1}":1e308}}`))
+	f.Add([]byte(`{"v":1,"kind":"request","itl_us":[1,2,3],"finish_us":9223372036854775807}`))
+	f.Add([]byte("\xff\xfe{"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var ev Event
+		err := Decode(line, &ev)
+		if err != nil {
+			if ReasonOf(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		// A valid event re-encodes and decodes to a valid event.
+		var enc any
+		switch ev.Kind {
+		case KindHello:
+			enc = &Hello{ev.Header, ev.HelloBody}
+		case KindRequest:
+			enc = &Request{ev.Header, ev.RequestBody}
+		default:
+			enc = &Engine{ev.Header, ev.EngineBody}
+		}
+		b, err := Append(nil, enc)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var ev2 Event
+		if err := Decode(bytes.TrimSuffix(b, []byte("\n")), &ev2); err != nil {
+			t.Fatalf("re-decode of %s: %v", b, err)
+		}
+	})
+}
+
+func BenchmarkDecodeRequest(b *testing.B) {
+	r := exampleEvents()["request_length.ndjson"].(*Request)
+	r.ITLUS = make([]int64, 63)
+	for i := range r.ITLUS {
+		r.ITLUS[i] = int64(3000 + i)
+	}
+	r.CompletionTokens = 64
+	line, _ := Append(nil, r)
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	var ev Event
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if err := Decode(line, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# make run: start picometer-sidecar and picometerd in the foreground on the
+# default embedded model (generated on first use), print where to point a
+# client, and stop both cleanly on Ctrl-C. With PICOMETER_STACK=1 (make
+# run-stack) a local Prometheus with alerts/ loaded is started too.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DAEMON=bin/picometerd
+SIDECAR=bin/picometer-sidecar
+MODEL=${PICOMETER_MODEL:-build/models/default.gguf}
+SOCKET=${PICOMETER_SOCKET:-/tmp/picometer.sock}
+DAEMON_ADDR=${PICOMETER_LISTEN:-127.0.0.1:8000}
+METRICS_ADDR=${PICOMETER_METRICS_LISTEN:-127.0.0.1:9464}
+PROM_ADDR=${PICOMETER_PROM_LISTEN:-127.0.0.1:9090}
+
+if [[ ! -x $DAEMON || ! -x $SIDECAR ]]; then
+	echo "run: picometerd and/or picometer-sidecar are not built yet (see the open issues); nothing to start."
+	exit 0
+fi
+if [[ ! -f $MODEL ]]; then
+	echo "run: creating the default model at $MODEL (about 64 MiB, once)"
+	mkdir -p "$(dirname "$MODEL")"
+	go run ./native/cmd/mkmodel -preset default -o "$MODEL" || exit 1
+fi
+
+pids=()
+stop() {
+	trap - INT TERM EXIT
+	echo
+	echo "run: stopping"
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	echo "run: stopped"
+}
+trap stop INT TERM EXIT
+
+prefix() { sed -u "s/^/[$1] /"; }
+
+"$SIDECAR" --socket "$SOCKET" --listen "$METRICS_ADDR" > >(prefix sidecar) 2>&1 &
+pids+=($!)
+"$DAEMON" --model "$MODEL" --listen "$DAEMON_ADDR" --metrics-socket "$SOCKET" > >(prefix daemon) 2>&1 &
+pids+=($!)
+
+if [[ ${PICOMETER_STACK:-} == 1 ]]; then
+	if command -v prometheus >/dev/null; then
+		dir=$(mktemp -d /tmp/picometer-prom.XXXXXX)
+		cat > "$dir/prometheus.yml" <<YAML
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+rule_files: [$(ls "$PWD"/alerts/*.rules.yml 2>/dev/null | paste -sd, -)]
+scrape_configs:
+  - job_name: picometer-sidecar
+    static_configs: [{targets: ['$METRICS_ADDR']}]
+YAML
+		prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+			--web.listen-address="$PROM_ADDR" > >(prefix prometheus) 2>&1 &
+		pids+=($!)
+		echo "run: Prometheus on http://$PROM_ADDR (alerts: http://$PROM_ADDR/alerts)"
+	else
+		echo "run: prometheus is not installed (apt-get install prometheus); starting without it"
+	fi
+fi
+
+for _ in $(seq 1 100); do
+	curl -fsS "http://$DAEMON_ADDR/health" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+cat <<MSG
+
+  picometer is up.
+    completions  http://$DAEMON_ADDR/v1/completions  (and /v1/chat/completions, /v1/models)
+    metrics      http://$METRICS_ADDR/metrics
+    engine JSON  http://$DAEMON_ADDR/debug/engine_metrics
+
+  try:
+    curl -s http://$DAEMON_ADDR/v1/completions -H 'Content-Type: application/json' \\
+      -d '{"prompt": "Hello, picometer", "max_tokens": 32}'
+
+  Ctrl-C stops both.
+
+MSG
+wait -n "${pids[@]}"
