@@ -1,0 +1,255 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// Config configures an engine. Start from [DefaultConfig]; [Config.Validate]
+// says what is out of range.
+type Config struct {
+	// BMax is the number of slots sharing the KV cache: the most requests
+	// decoded in one batch. Default 8, 1..schema.MaxBatch.
+	BMax int
+	// SpecK is the n-gram speculative draft length; 0 turns speculation off.
+	// Default 4, 0..schema.MaxSpecK.
+	SpecK int
+	// PrefillChunk is the most prompt tokens one slot prefills per step, so a
+	// long prompt stalls the decoding of others for at most one chunk.
+	// Default 64.
+	PrefillChunk int
+	// BlockSize is the KV-cache block size in tokens. Default 16.
+	BlockSize int
+	// KVBlocks is the number of KV-cache blocks shared by all slots. 0 (the
+	// default) means BMax*ceil(context/BlockSize): every slot can always
+	// reach the context limit and nothing is ever preempted. Fewer blocks
+	// save memory; a slot that cannot get a block then preempts the most
+	// recently admitted request, which is recomputed later.
+	KVBlocks int
+	// MaxWaiting bounds the waiting queue (requests submitted but not yet in
+	// a slot). Submit returns ErrQueueFull beyond it. Default 256.
+	MaxWaiting int
+	// Threads is the number of compute threads. Default 1.
+	Threads int
+	// StepRing is how many step records are kept between two snapshots;
+	// older ones are dropped and counted (steps_dropped). Default 4096.
+	StepRing int
+	// NoMetrics turns metric recording off. It exists only so a benchmark
+	// can measure what recording costs; the default (false) records.
+	NoMetrics bool
+	// Kernel selects the matmul/attention kernels: "auto" (default: AVX2+FMA
+	// when the CPU has them), "avx2" or "portable".
+	Kernel string
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{BMax: 8, SpecK: 4, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
+		Threads: 1, StepRing: 4096, Kernel: "auto"}
+}
+
+// Validate returns an error naming the first field out of range.
+func (c *Config) Validate() error {
+	switch {
+	case c.BMax < 1 || c.BMax > schema.MaxBatch:
+		return fmt.Errorf("b_max: %d not in 1..%d", c.BMax, schema.MaxBatch)
+	case c.SpecK < 0 || c.SpecK > schema.MaxSpecK:
+		return fmt.Errorf("spec_k: %d not in 0..%d", c.SpecK, schema.MaxSpecK)
+	case c.PrefillChunk < 1:
+		return fmt.Errorf("prefill_chunk: %d < 1", c.PrefillChunk)
+	case c.BlockSize < 1:
+		return fmt.Errorf("block_size: %d < 1", c.BlockSize)
+	case c.KVBlocks < 0:
+		return fmt.Errorf("kv_blocks: %d < 0", c.KVBlocks)
+	case c.MaxWaiting < 0:
+		return fmt.Errorf("max_waiting: %d < 0", c.MaxWaiting)
+	case c.Threads < 1 || c.Threads > 64:
+		return fmt.Errorf("threads: %d not in 1..64", c.Threads)
+	case c.StepRing < 1:
+		return fmt.Errorf("step_ring: %d < 1", c.StepRing)
+	}
+	switch c.Kernel {
+	case "", "auto", "avx2", "portable":
+	default:
+		return fmt.Errorf("kernel: %q is not auto, avx2 or portable", c.Kernel)
+	}
+	return nil
+}
+
+// ModelInfo describes the loaded model.
+type ModelInfo struct {
+	Name          string // general.name
+	Arch          string // general.architecture ("llama")
+	Dim           int
+	Layers        int
+	Heads         int
+	KVHeads       int
+	FFN           int
+	Vocab         int
+	ContextLength int
+	BOS, EOS, Pad int32    // -1 when the file names none
+	Tokens        []string // tokenizer.ggml.tokens, by id
+	ChatTemplate  string   // tokenizer.chat_template ("" if absent)
+	Kernel        string   // kernels in use: "avx2" or "portable"
+}
+
+// ID identifies a submitted request within one engine.
+type ID uint64
+
+// Finish reasons the engine reports (a subset of schema.FinishReasons).
+const (
+	FinishStop   = schema.FinishStop   // EOS or a stop token
+	FinishLength = schema.FinishLength // max tokens or the context limit
+	FinishAbort  = schema.FinishAbort  // cancelled
+)
+
+// Params are one request's generation parameters.
+type Params struct {
+	// MaxTokens is the most output tokens (>= 1). Generation also stops at
+	// the context limit (finish reason length).
+	MaxTokens int
+	// Temperature 0 means greedy decoding; otherwise logits are divided by
+	// it before top-k/top-p sampling.
+	Temperature float32
+	// TopK keeps the K most likely tokens (0 = all).
+	TopK int
+	// TopP keeps the smallest set of tokens whose probability reaches P
+	// (0 or 1 = all).
+	TopP float32
+	// Seed seeds the request's own random stream: the same seed, prompt and
+	// parameters give the same tokens, whatever else is in the batch.
+	Seed uint64
+	// StopTokens end generation (finish reason stop) in addition to EOS; the
+	// stop token itself is emitted. At most 16.
+	StopTokens []int32
+	// ArrivalNS is [Now] at the request's HTTP arrival. Every time in its
+	// RequestStats is on the same clock.
+	ArrivalNS int64
+}
+
+// RequestStats are the raw facts of one finished request. Times are [Now]
+// readings (CLOCK_MONOTONIC nanoseconds); 0 means the moment never came.
+type RequestStats struct {
+	ArrivalNS    int64
+	AdmittedNS   int64 // admitted into a slot (the first time, if preempted)
+	FirstTokenNS int64 // the step that emitted the first output token ended
+	LastTokenNS  int64 // the step that emitted the last output token ended
+	FinishNS     int64 // finished or cancelled
+
+	PromptTokens     int
+	PrefillTokens    int // tokens run through prefill (prompt + recomputation)
+	DecodeTokens     int // output tokens produced by decode/verify steps
+	CompletionTokens int
+	DraftTokens      int // speculative tokens proposed
+	AcceptedTokens   int // speculative tokens accepted
+	Preemptions      int
+
+	// EmitNS holds the end time of every step that emitted tokens for the
+	// request, the first being FirstTokenNS. Its storage belongs to the
+	// engine: it is valid until the next call on the engine.
+	EmitNS []int64
+
+	Finish string // FinishStop, FinishLength or FinishAbort
+}
+
+// Wire fills the timing and token fields of a request event from s: times
+// in microseconds relative to arrival (-1 when the moment never came) and
+// the ITL gaps between consecutive emitting steps. The caller sets ID,
+// Operation, Stream, FinishReason, ErrorType and Metrics.
+func (s *RequestStats) Wire(b *schema.RequestBody) {
+	rel := func(t int64) int64 {
+		if t == 0 {
+			return -1
+		}
+		d := (t - s.ArrivalNS) / 1000
+		if d < 0 {
+			d = 0
+		}
+		return d
+	}
+	b.AdmittedUS = rel(s.AdmittedNS)
+	b.FirstTokenUS = rel(s.FirstTokenNS)
+	b.LastTokenUS = rel(s.LastTokenNS)
+	b.FinishUS = rel(s.FinishNS)
+	if b.FinishUS < 0 {
+		b.FinishUS = 0
+	}
+	b.PromptTokens = s.PromptTokens
+	b.PrefillTokens = s.PrefillTokens
+	b.DecodeTokens = s.DecodeTokens
+	b.CompletionTokens = s.CompletionTokens
+	b.DraftTokens = s.DraftTokens
+	b.AcceptedTokens = s.AcceptedTokens
+	b.ITLUS = b.ITLUS[:0]
+	for i := 1; i < len(s.EmitNS); i++ {
+		b.ITLUS = append(b.ITLUS, (s.EmitNS[i]-s.EmitNS[i-1])/1000)
+	}
+	if b.ITLUS == nil {
+		b.ITLUS = []int64{}
+	}
+}
+
+// Output is what one step produced for one request.
+type Output struct {
+	ID ID
+	// Tokens are the tokens the request emitted in this step (one for a
+	// decode step, up to SpecK+1 for a verify step, one for the step that
+	// ends its prefill). Engine-owned: valid until the next call.
+	Tokens []int32
+	// Finish is "" while the request runs, else FinishStop or FinishLength.
+	Finish string
+	// Stats is set when Finish is set. Engine-owned like Tokens.
+	Stats *RequestStats
+}
+
+// Status is a native status code (model.h PM_*).
+type Status int
+
+// Status codes, as in model.h.
+const (
+	StatusOK       Status = 0
+	StatusIO       Status = 1 // open/read/mmap failed
+	StatusFormat   Status = 2 // not a valid GGUF v3 file
+	StatusModel    Status = 3 // a GGUF file, but not a model the engine runs
+	StatusNoMem    Status = 4 // allocation failed
+	StatusArg      Status = 5 // invalid argument
+	StatusFull     Status = 6 // waiting queue full
+	StatusNotFound Status = 7 // unknown request id
+	StatusState    Status = 8 // call not valid now
+	StatusInternal Status = 9 // broken invariant
+)
+
+// Error is a native failure: a status and the engine's message.
+type Error struct {
+	Status Status
+	Msg    string
+}
+
+func (e *Error) Error() string { return "native: " + e.Msg }
+
+// Is makes errors.Is(err, ErrQueueFull) and the like match on the status.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Msg == "" && t.Status == e.Status
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrQueueFull = &Error{Status: StatusFull}     // Submit: the waiting queue is full
+	ErrNotFound  = &Error{Status: StatusNotFound} // Cancel: no such request
+	ErrArg       = &Error{Status: StatusArg}      // an argument was rejected (the message says which)
+	ErrNoCgo     = errors.New("native: built without cgo; the engine is unavailable")
+)
+
+// Now returns CLOCK_MONOTONIC in nanoseconds: the engine's clock.
+func Now() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic("BUG: native: clock_gettime(CLOCK_MONOTONIC): " + err.Error())
+	}
+	return ts.Nano()
+}

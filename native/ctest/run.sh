@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds every native/ctest/test_*.c together with the engine's C sources
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs it. Any
+# sanitizer finding fails the run (halt_on_error, no recovery). The tests get
+# the tiny model's path in PICOMETER_TINY_MODEL (created if missing).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CC=${CC:-gcc}
+out=build/ctest
+mkdir -p "$out"
+export PICOMETER_TINY_MODEL=${PICOMETER_TINY_MODEL:-$PWD/build/models/tiny.gguf}
+if [[ ! -f $PICOMETER_TINY_MODEL ]]; then
+	mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
+	go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
+fi
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+srcs=(native/*.c)
+flags=(-std=c11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE
+	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Inative)
+fail=0
+for t in native/ctest/test_*.c; do
+	[[ -e $t ]] || continue
+	bin=$out/$(basename "${t%.c}")
+	"$CC" "${flags[@]}" "${srcs[@]}" "$t" -o "$bin" -lm -lpthread
+	echo "== $bin"
+	if ! "$bin" "native/ctest"; then
+		echo "FAIL: $bin"
+		fail=1
+	fi
+done
+exit $fail

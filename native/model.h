@@ -1,0 +1,93 @@
+/*
+ * model.h: the contract between the GGUF loader (gguf.c) and the engine
+ * (engine.c and friends). Status codes are shared by every native entry point.
+ *
+ * Tensor layout: GGUF lists dimensions innermost first (ne[0] is contiguous).
+ * A Llama linear weight with ne = [in, out] is therefore a row-major matrix
+ * [out][in]: row r holds the weights of output r, contiguous over the input.
+ * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0).
+ */
+#ifndef PM_MODEL_H
+#define PM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes. 0 is success; every API function returns one of these. */
+enum {
+	PM_OK = 0,
+	PM_ERR_IO = 1,       /* open/read/mmap failed */
+	PM_ERR_FORMAT = 2,   /* not a valid GGUF v3 file (magic, version, truncation, types) */
+	PM_ERR_MODEL = 3,    /* valid GGUF, but not a model we can run (missing tensor, bad shape, bad hparam) */
+	PM_ERR_NOMEM = 4,    /* allocation failed */
+	PM_ERR_ARG = 5,      /* invalid argument from the caller */
+	PM_ERR_FULL = 6,     /* waiting queue or KV cache full */
+	PM_ERR_NOTFOUND = 7, /* unknown request id */
+	PM_ERR_STATE = 8,    /* call not valid in the current state */
+	PM_ERR_INTERNAL = 9  /* broken invariant (a bug) */
+};
+
+#define PM_MAX_LAYERS 64
+#define PM_NAME_MAX 128
+
+typedef struct {
+	const float *attn_norm; /* [dim] */
+	const float *wq;        /* [n_heads*head_dim][dim] */
+	const float *wk;        /* [n_kv_heads*head_dim][dim] */
+	const float *wv;        /* [n_kv_heads*head_dim][dim] */
+	const float *wo;        /* [dim][n_heads*head_dim] */
+	const float *ffn_norm;  /* [dim] */
+	const float *w_gate;    /* [ffn_dim][dim] */
+	const float *w_up;      /* [ffn_dim][dim] */
+	const float *w_down;    /* [dim][ffn_dim] */
+} pm_layer;
+
+typedef struct {
+	/* identity */
+	char name[PM_NAME_MAX]; /* general.name ("" if absent) */
+	char arch[32];          /* general.architecture, must be "llama" */
+
+	/* hyperparameters (llama.* keys) */
+	int dim;        /* llama.embedding_length */
+	int n_layers;   /* llama.block_count (<= PM_MAX_LAYERS) */
+	int n_heads;    /* llama.attention.head_count */
+	int n_kv_heads; /* llama.attention.head_count_kv (defaults to n_heads) */
+	int head_dim;   /* dim / n_heads */
+	int ffn_dim;    /* llama.feed_forward_length */
+	int vocab;      /* rows of token_embd */
+	int ctx_len;    /* llama.context_length */
+	float rms_eps;  /* llama.attention.layer_norm_rms_epsilon (default 1e-5) */
+	float rope_theta; /* llama.rope.freq_base (default 10000) */
+
+	/* tokenizer.ggml.* (ids are -1 when absent) */
+	int32_t bos_id, eos_id, pad_id;
+	int n_tokens;              /* length of tokenizer.ggml.tokens (0 if absent) */
+	const char **tok_text;     /* [n_tokens] pointers into the file (NOT NUL-terminated) */
+	const uint32_t *tok_len;   /* [n_tokens] byte lengths */
+	const char *chat_template; /* tokenizer.chat_template, not NUL-terminated, or NULL */
+	uint32_t chat_template_len;
+
+	/* weights: point into the mapping, or into buffers the loader owns */
+	const float *tok_embd; /* [vocab][dim] */
+	pm_layer layers[PM_MAX_LAYERS];
+	const float *out_norm; /* [dim] */
+	const float *output;   /* [vocab][dim]; == tok_embd when the file has no output tensor */
+	int tied_output;       /* 1 when output == tok_embd */
+
+	/* ownership (loader private) */
+	void *map;
+	size_t map_len;
+	void *owned; /* loader-owned allocations (F16 conversions, token tables) */
+} pm_model;
+
+/*
+ * pm_model_load maps a GGUF v3 file and fills m. On failure it returns a
+ * status, writes a message naming the problem into err (NUL-terminated,
+ * at most errlen bytes), and leaves nothing allocated.
+ */
+int pm_model_load(const char *path, pm_model *m, char *err, size_t errlen);
+
+/* pm_model_free releases what pm_model_load acquired; safe on a zeroed model. */
+void pm_model_free(pm_model *m);
+
+#endif
