@@ -7,7 +7,7 @@ package native
 // at run time, so the library runs on any x86-64 and elsewhere.
 
 /*
-#cgo CFLAGS: -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -fno-math-errno -D_GNU_SOURCE
+#cgo CFLAGS: -std=c11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE
 #cgo LDFLAGS: -lm -lpthread
 */
 import "C"
