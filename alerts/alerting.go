@@ -1,0 +1,200 @@
+package alerts
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// Severities.
+const (
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// RunbookBase is the URL of alerts/RUNBOOK.md; each alert links to
+// RunbookBase + "#" + its lower-case name, a section the runbook must have.
+const RunbookBase = "https://github.com/picometer/picometer/blob/main/alerts/RUNBOOK.md"
+
+// RunbookAnchor returns the RUNBOOK.md anchor of an alert (the GitHub
+// anchor of a "## <alert>" heading).
+func RunbookAnchor(alert string) string { return strings.ToLower(alert) }
+
+// level is one tier of an alert as declared below.
+type level struct {
+	severity string
+	tier     Tier
+}
+
+func tiers(t Tiers) []level {
+	return []level{{SeverityWarning, t.Warning}, {SeverityCritical, t.Critical}}
+}
+
+// alertSpec declares one alert: its expression for a threshold, and texts
+// in which %[1]s is the threshold, %[2]s the for duration and %[3]s the
+// severity. Descriptions may use only {{ $labels.<name> }} and
+// {{ $value | <humanize func> }} (see expandTemplate).
+type alertSpec struct {
+	name        string
+	levels      []level
+	expr        func(threshold float64) string
+	threshold   func(float64) string
+	summary     string
+	description string
+}
+
+func (s alertSpec) rules() []Rule {
+	var out []Rule
+	for _, l := range s.levels {
+		th := ""
+		if s.threshold != nil {
+			th = s.threshold(l.tier.Threshold)
+		}
+		r := strings.NewReplacer("%[1]s", th, "%[2]s", PromDuration(l.tier.For), "%[3]s", l.severity)
+		out = append(out, Rule{
+			Alert:  s.name,
+			Expr:   s.expr(l.tier.Threshold),
+			For:    l.tier.For,
+			Labels: []KV{{"severity", l.severity}},
+			Annotations: []KV{
+				{"summary", r.Replace(s.summary)},
+				{"description", r.Replace(s.description)},
+				{"runbook_url", RunbookBase + "#" + RunbookAnchor(s.name)},
+			},
+		})
+	}
+	return out
+}
+
+func num(v float64) string     { return strconv.FormatFloat(v, 'g', -1, 64) }
+func seconds(v float64) string { return num(v) + "s" }
+func percent(v float64) string { return num(v*100) + "%" }
+
+// alertingGroups returns the alerting rules built with t.
+func alertingGroups(t Thresholds) []Group {
+	q99 := func(id string) func(float64) string {
+		return func(th float64) string {
+			return fmt.Sprintf(`%s{%s="0.99"} > %s`, QuantileRecord(id), LabelQuantile, num(th))
+		}
+	}
+	above := func(series string) func(float64) string {
+		return func(th float64) string { return series + " > " + num(th) }
+	}
+	upSel := fmt.Sprintf(`up{%s=%q}`, LabelJob, t.Job)
+	model := "{{ $labels." + LabelModel + " }}"
+	inst := "{{ $labels." + LabelInstance + " }}"
+
+	latency := []alertSpec{
+		{
+			name: "PicometerTTFTHigh", levels: tiers(t.TTFTP99),
+			expr: q99(schema.IDTTFT), threshold: seconds,
+			summary: "p99 time to first token is above %[1]s.",
+			description: "p99 time to first token of model " + model + " on " + inst +
+				" is {{ $value | humanizeDuration }} over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
+			name: "PicometerTimePerOutputTokenHigh", levels: tiers(t.TimePerOutputTokenP99),
+			expr: q99(schema.IDTimePerOutputToken), threshold: seconds,
+			summary: "p99 time per output token is above %[1]s.",
+			description: "p99 time per output token of model " + model + " on " + inst +
+				" is {{ $value | humanizeDuration }} over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+	}
+	requests := []alertSpec{
+		{
+			name: "PicometerErrorRatioHigh", levels: tiers(t.ErrorRatio),
+			expr: above(RecordErrorRatio), threshold: percent,
+			summary: "More than %[1]s of requests fail on the server side.",
+			description: "{{ $value | humanizePercentage }} of the requests to model " + model + " on " + inst +
+				" finished with a server-side error (" + strings.Join(t.ServerErrorTypes, ", ") +
+				") over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
+			name: "PicometerWaitingQueueSaturated", levels: tiers(t.WaitingPerSlot),
+			expr: above(RecordWaitingPerSlot), threshold: num,
+			summary: "Over %[1]s waiting requests per engine slot.",
+			description: "Model " + model + " on " + inst + " has {{ $value | humanize }} waiting requests per engine slot" +
+				"; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+	}
+	engine := []alertSpec{
+		{
+			name: "PicometerKVCacheNearFull", levels: tiers(t.KVCacheUsage),
+			expr: above(Series(schema.IDKVCacheUsage, "")), threshold: percent,
+			summary: "KV-cache usage is above %[1]s.",
+			description: "The KV cache of model " + model + " on " + inst + " is {{ $value | humanizePercentage }} full" +
+				"; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
+			name:   "PicometerSpecAcceptanceCollapsed",
+			levels: []level{{SeverityWarning, t.SpecAcceptance}},
+			expr: func(th float64) string {
+				return fmt.Sprintf("%s < %s and %s > %s", RecordSpecAcceptance, num(th), RecordSpecDraftRate, num(t.SpecMinDraftRate))
+			},
+			threshold: percent,
+			summary:   "Speculative draft acceptance fell below %[1]s.",
+			description: "Only {{ $value | humanizePercentage }} of the draft tokens proposed for model " + model + " on " + inst +
+				" were accepted over the last 5m (with more than " + num(t.SpecMinDraftRate) +
+				" draft tokens/s); the %[3]s threshold is %[1]s for %[2]s.",
+		},
+	}
+	sidecar := []alertSpec{
+		{
+			name: "PicometerSidecarLosingEvents", levels: tiers(t.EventsLostRatio),
+			expr: above(RecordEventsLostRatio), threshold: percent,
+			summary: "The sidecar is losing daemon events (over %[1]s of them).",
+			description: "Sidecar " + inst + " found {{ $value | humanizePercentage }} of the events in daemon sequence numbers missing" +
+				" over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
+			name: "PicometerSidecarDecodeErrors", levels: tiers(t.DecodeErrorRatio),
+			expr: above(RecordDecodeErrorRatio), threshold: percent,
+			summary: "The sidecar rejects socket lines (over %[1]s of them).",
+			description: "Sidecar " + inst + " rejected {{ $value | humanizePercentage }} of the lines on its socket" +
+				" over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
+			name: "PicometerDaemonStale", levels: tiers(t.LastEventAge),
+			expr: above(Series(schema.IDSidecarLastEventAge, "")), threshold: seconds,
+			summary: "No events from a daemon for more than %[1]s.",
+			description: "Sidecar " + inst + " last heard from the daemon serving model " + model +
+				" {{ $value | humanizeDuration }} ago; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
+			name: "PicometerNoDaemonConnected", levels: []level{{SeverityWarning, t.NoDaemon}},
+			expr: func(float64) string {
+				return fmt.Sprintf("sum %s (%s) == 0", by(InstanceLabels...), Series(schema.IDSidecarConnections, ""))
+			},
+			summary:     "No daemon is connected to the sidecar.",
+			description: "Sidecar " + inst + " has had no daemon connected to its socket for %[2]s.",
+		},
+		{
+			name: "PicometerSidecarDown", levels: []level{{SeverityCritical, t.TargetDown}},
+			expr:        func(float64) string { return upSel + " == 0" },
+			summary:     "A sidecar scrape target is down.",
+			description: "Prometheus has failed to scrape " + inst + " (job {{ $labels.job }}) for %[2]s.",
+		},
+		{
+			name: "PicometerSidecarAbsent", levels: []level{{SeverityCritical, t.TargetAbsent}},
+			expr:        func(float64) string { return "absent(" + upSel + ")" },
+			summary:     "Prometheus has no sidecar scrape target.",
+			description: "There has been no scrape target with job=\"{{ $labels.job }}\" for %[2]s: no LLM serving metrics are collected.",
+		},
+	}
+
+	build := func(name string, specs []alertSpec) Group {
+		g := Group{Name: name}
+		for _, s := range specs {
+			g.Rules = append(g.Rules, s.rules()...)
+		}
+		return g
+	}
+	return []Group{
+		build("picometer.latency.alerts", latency),
+		build("picometer.requests.alerts", requests),
+		build("picometer.engine.alerts", engine),
+		build("picometer.sidecar.alerts", sidecar),
+	}
+}

@@ -1,0 +1,338 @@
+package alerts
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// UnitTestFile is the generated promtool test file's path under alerts/.
+const UnitTestFile = "tests/picometer_test.yml"
+
+// InputSeries is one promtool input series: name{labels} and its values in
+// promtool's expanding notation ("0+60x30").
+type InputSeries struct {
+	Name   string
+	Labels []KV
+	Values string
+}
+
+// String renders the series selector promtool reads.
+func (s InputSeries) String() string {
+	var b strings.Builder
+	b.WriteString(s.Name)
+	b.WriteByte('{')
+	for i, l := range s.Labels {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(l.Key + "=" + strconv.Quote(l.Value))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// UnitTest is one promtool test case for one alert: input series, an
+// evaluation time, and which severities must be firing then (none: the
+// alert must stay quiet).
+type UnitTest struct {
+	Name   string
+	Alert  string
+	Series []InputSeries
+	Eval   time.Duration
+	// Fires lists the severities expected to fire at Eval.
+	Fires []string
+	// Labels are the labels the firing alert carries besides alertname and
+	// severity.
+	Labels []KV
+	// Value is $value as rendered by the description's humanize function
+	// (written out by hand: promtool checks it against real evaluation).
+	Value string
+}
+
+// Test fixtures: one sidecar target serving one model.
+var (
+	testTarget = []KV{{LabelJob, Job}, {LabelInstance, "127.0.0.1:9464"}}
+	testModel  = []KV{{LabelModel, "picometer-tiny"}, {LabelEngine, "picometer"}}
+	testOp     = KV{schema.PromLabel(schema.AttrOperation.Key), schema.OpChat}
+)
+
+// labels concatenates label lists.
+func labels(lists ...[]KV) []KV {
+	var out []KV
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// counter is a counter series growing by perMinute each minute for 30 minutes.
+func counter(id string, perMinute float64, ls ...[]KV) InputSeries {
+	return InputSeries{Name: Series(id, ""), Labels: labels(ls...), Values: fmt.Sprintf("0+%sx30", num(perMinute))}
+}
+
+// gauge is a gauge series holding v for 30 minutes.
+func gauge(id string, v float64, ls ...[]KV) InputSeries {
+	return InputSeries{Name: Series(id, ""), Labels: labels(ls...), Values: fmt.Sprintf("%s+0x30", num(v))}
+}
+
+// histogram returns the _bucket series of family id (every bound of the
+// schema plus +Inf) for 60 observations per minute that all fall in the
+// bucket whose upper bound is le. The p-quantile is then
+// lo + (le-lo)*p, lo being the bound below le.
+func histogram(id string, le float64, ls ...[]KV) []InputSeries {
+	f := schema.Lookup(id)
+	found := false
+	var out []InputSeries
+	for _, b := range append(append([]float64(nil), f.Buckets...), inf) {
+		v := "0+0x30"
+		if b >= le {
+			v = "0+60x30"
+		}
+		found = found || b == le
+		out = append(out, InputSeries{
+			Name:   Series(id, "_bucket"),
+			Labels: labels(labels(ls...), []KV{{LabelLE, formatLE(b)}}),
+			Values: v,
+		})
+	}
+	if !found {
+		panic(fmt.Sprintf("BUG: alerts: %v is not a bucket bound of %s", le, id))
+	}
+	return out
+}
+
+var inf = func() float64 { var z float64; return 1 / z }()
+
+func formatLE(b float64) string {
+	if b == inf {
+		return "+Inf"
+	}
+	return num(b)
+}
+
+func up(job string, v float64) InputSeries {
+	return InputSeries{Name: "up", Labels: []KV{{LabelJob, job}, {LabelInstance, "127.0.0.1:9464"}}, Values: fmt.Sprintf("%s+0x30", num(v))}
+}
+
+// UnitTests returns the promtool test cases: for every alert at least one
+// case where it fires and one where it stays quiet. Input values are fixed
+// numbers chosen around [Default]'s thresholds; moving a threshold past one
+// of them makes `promtool test rules` fail, which is the point.
+func UnitTests() []UnitTest {
+	w, c := SeverityWarning, SeverityCritical
+	both := []string{w, c}
+	tm := labels(testTarget, testModel)
+	op := []KV{testOp}
+	q99 := []KV{{LabelQuantile, "0.99"}}
+	finished := func(reason string, perMin float64) InputSeries {
+		return counter(schema.IDRequestsFinished, perMin, tm, op, []KV{{LabelFinishReason, reason}})
+	}
+	failed := func(typ string, perMin float64) InputSeries {
+		return counter(schema.IDRequestsFailed, perMin, tm, op, []KV{{LabelErrorType, typ}})
+	}
+	spec := func(draftPerMin, acceptedPerMin float64) []InputSeries {
+		var out []InputSeries
+		for _, pos := range []string{"0", "1"} {
+			p := []KV{{LabelPosition, pos}}
+			out = append(out,
+				counter(schema.IDSpecDraftTokens, draftPerMin/2, tm, p),
+				counter(schema.IDSpecAcceptedTokens, acceptedPerMin/2, tm, p))
+		}
+		return out
+	}
+	events := func(perMin float64) InputSeries {
+		return counter(schema.IDSidecarEvents, perMin, testTarget, []KV{{LabelKind, schema.KindRequest}})
+	}
+	lost := func(perMin float64) InputSeries { return counter(schema.IDSidecarEventsLost, perMin, tm) }
+	rejected := func(perMin float64) InputSeries {
+		return counter(schema.IDSidecarDecodeErrors, perMin, testTarget, []KV{{LabelReason, schema.ReasonMalformed}})
+	}
+	slots := gauge(schema.IDSlots, 8, tm)
+	ttft := func(le float64) []InputSeries { return histogram(schema.IDTTFT, le, tm, op) }
+	tpot := func(le float64) []InputSeries { return histogram(schema.IDTimePerOutputToken, le, tm, op) }
+	m := time.Minute
+
+	return []UnitTest{
+		// TTFT: all requests in (0.75, 1], (2.5, 5] or (7.5, 10] seconds.
+		{Name: "TTFT p99 under 1s stays quiet", Alert: "PicometerTTFTHigh", Series: ttft(1), Eval: 20 * m},
+		{Name: "TTFT p99 of 4.975s fires warning", Alert: "PicometerTTFTHigh", Series: ttft(5), Eval: 20 * m,
+			Fires: []string{w}, Labels: labels(tm, q99), Value: "4.975s"},
+		{Name: "TTFT p99 of 4.975s is still pending before for: elapses", Alert: "PicometerTTFTHigh", Series: ttft(5), Eval: 8 * m},
+		{Name: "TTFT p99 of 9.975s fires warning and critical", Alert: "PicometerTTFTHigh", Series: ttft(10), Eval: 20 * m,
+			Fires: both, Labels: labels(tm, q99), Value: "9.975s"},
+
+		// Time per output token: (0.05, 0.075], (0.15, 0.2], (0.3, 0.4].
+		{Name: "TPOT p99 of 75ms stays quiet", Alert: "PicometerTimePerOutputTokenHigh", Series: tpot(0.075), Eval: 20 * m},
+		{Name: "TPOT p99 of 199.5ms fires warning", Alert: "PicometerTimePerOutputTokenHigh", Series: tpot(0.2), Eval: 20 * m,
+			Fires: []string{w}, Labels: labels(tm, q99), Value: "199.5ms"},
+		{Name: "TPOT p99 of 399ms fires warning and critical", Alert: "PicometerTimePerOutputTokenHigh", Series: tpot(0.4), Eval: 20 * m,
+			Fires: both, Labels: labels(tm, q99), Value: "399ms"},
+
+		// Error ratio: 600 ok requests a minute plus errors.
+		{Name: "client errors do not count as server errors", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
+			Series: []InputSeries{finished(schema.FinishStop, 600), finished(schema.FinishError, 300), failed(schema.ErrInvalidRequest, 300)}},
+		{Name: "no errors at all stays quiet", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
+			Series: []InputSeries{finished(schema.FinishStop, 600)}},
+		{Name: "1 engine error in 11 requests fires warning", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
+			Series: []InputSeries{finished(schema.FinishStop, 600), finished(schema.FinishError, 60), failed(schema.ErrEngine, 60)},
+			Fires:  []string{w}, Labels: tm, Value: "9.091%"},
+		{Name: "1 queue_full in 3 requests fires warning and critical", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
+			Series: []InputSeries{finished(schema.FinishStop, 600), finished(schema.FinishError, 300), failed(schema.ErrQueueFull, 300)},
+			Fires:  both, Labels: tm, Value: "33.33%"},
+
+		// Waiting queue: 8 slots.
+		{Name: "4 waiting on 8 slots stays quiet", Alert: "PicometerWaitingQueueSaturated", Eval: 20 * m,
+			Series: []InputSeries{slots, gauge(schema.IDRequestsWaiting, 4, tm)}},
+		{Name: "12 waiting on 8 slots fires warning", Alert: "PicometerWaitingQueueSaturated", Eval: 20 * m,
+			Series: []InputSeries{slots, gauge(schema.IDRequestsWaiting, 12, tm)},
+			Fires:  []string{w}, Labels: tm, Value: "1.5"},
+		{Name: "40 waiting on 8 slots fires warning and critical", Alert: "PicometerWaitingQueueSaturated", Eval: 20 * m,
+			Series: []InputSeries{slots, gauge(schema.IDRequestsWaiting, 40, tm)},
+			Fires:  both, Labels: tm, Value: "5"},
+
+		// KV cache.
+		{Name: "KV cache half full stays quiet", Alert: "PicometerKVCacheNearFull", Eval: 25 * m,
+			Series: []InputSeries{gauge(schema.IDKVCacheUsage, 0.5, tm)}},
+		{Name: "KV cache 95% full fires warning", Alert: "PicometerKVCacheNearFull", Eval: 25 * m,
+			Series: []InputSeries{gauge(schema.IDKVCacheUsage, 0.95, tm)},
+			Fires:  []string{w}, Labels: tm, Value: "95%"},
+		{Name: "KV cache 99% full fires warning and critical", Alert: "PicometerKVCacheNearFull", Eval: 25 * m,
+			Series: []InputSeries{gauge(schema.IDKVCacheUsage, 0.99, tm)},
+			Fires:  both, Labels: tm, Value: "99%"},
+
+		// Speculative decoding: draft tokens per minute, accepted per minute.
+		{Name: "half the drafts accepted stays quiet", Alert: "PicometerSpecAcceptanceCollapsed", Eval: 25 * m,
+			Series: spec(600, 300)},
+		{Name: "too few drafts to judge stays quiet", Alert: "PicometerSpecAcceptanceCollapsed", Eval: 25 * m,
+			Series: spec(30, 0)},
+		{Name: "2% of drafts accepted fires warning", Alert: "PicometerSpecAcceptanceCollapsed", Eval: 25 * m,
+			Series: spec(600, 12), Fires: []string{w}, Labels: tm, Value: "2%"},
+
+		// Sidecar loss: applied request events per minute plus lost ones.
+		{Name: "no lost events stays quiet", Alert: "PicometerSidecarLosingEvents", Eval: 20 * m,
+			Series: []InputSeries{events(600), lost(0)}},
+		{Name: "6 lost in 606 fires warning", Alert: "PicometerSidecarLosingEvents", Eval: 20 * m,
+			Series: []InputSeries{events(600), lost(6)},
+			Fires:  []string{w}, Labels: testTarget, Value: "0.9901%"},
+		{Name: "60 lost in 660 fires warning and critical", Alert: "PicometerSidecarLosingEvents", Eval: 20 * m,
+			Series: []InputSeries{events(600), lost(60)},
+			Fires:  both, Labels: testTarget, Value: "9.091%"},
+
+		{Name: "no rejected lines stays quiet", Alert: "PicometerSidecarDecodeErrors", Eval: 20 * m,
+			Series: []InputSeries{events(600), rejected(0)}},
+		{Name: "6 rejected in 606 fires warning", Alert: "PicometerSidecarDecodeErrors", Eval: 20 * m,
+			Series: []InputSeries{events(600), rejected(6)},
+			Fires:  []string{w}, Labels: testTarget, Value: "0.9901%"},
+		{Name: "120 rejected in 720 fires warning and critical", Alert: "PicometerSidecarDecodeErrors", Eval: 20 * m,
+			Series: []InputSeries{events(600), rejected(120)},
+			Fires:  both, Labels: testTarget, Value: "16.67%"},
+
+		// Stale daemon: seconds since the last event.
+		{Name: "an event 2s ago stays quiet", Alert: "PicometerDaemonStale", Eval: 10 * m,
+			Series: []InputSeries{gauge(schema.IDSidecarLastEventAge, 2, tm)}},
+		{Name: "silent for 45s fires warning", Alert: "PicometerDaemonStale", Eval: 10 * m,
+			Series: []InputSeries{gauge(schema.IDSidecarLastEventAge, 45, tm)},
+			Fires:  []string{w}, Labels: tm, Value: "45s"},
+		{Name: "silent for 200s fires warning and critical", Alert: "PicometerDaemonStale", Eval: 10 * m,
+			Series: []InputSeries{gauge(schema.IDSidecarLastEventAge, 200, tm)},
+			Fires:  both, Labels: tm, Value: "3m 20s"},
+
+		{Name: "a connected daemon stays quiet", Alert: "PicometerNoDaemonConnected", Eval: 10 * m,
+			Series: []InputSeries{gauge(schema.IDSidecarConnections, 1, testTarget)}},
+		{Name: "no connected daemon fires", Alert: "PicometerNoDaemonConnected", Eval: 10 * m,
+			Series: []InputSeries{gauge(schema.IDSidecarConnections, 0, testTarget)},
+			Fires:  []string{w}, Labels: testTarget, Value: "0"},
+
+		{Name: "a target that is up stays quiet", Alert: "PicometerSidecarDown", Eval: 10 * m,
+			Series: []InputSeries{up(Job, 1)}},
+		{Name: "a target that is down fires", Alert: "PicometerSidecarDown", Eval: 10 * m,
+			Series: []InputSeries{up(Job, 0)}, Fires: []string{c}, Labels: testTarget, Value: "0"},
+
+		{Name: "a scraped target stays quiet", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
+			Series: []InputSeries{up(Job, 1)}},
+		{Name: "no target of the job fires", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
+			Series: []InputSeries{up("node", 1)}, Fires: []string{c}, Labels: []KV{{LabelJob, Job}}, Value: "1"},
+	}
+}
+
+// RenderUnitTests writes the promtool test file for tests, evaluating the
+// rules of [Default] (the rules file one directory up).
+func RenderUnitTests(tests []UnitTest, header ...string) []byte {
+	byAlert := map[string][]Rule{}
+	for _, r := range Alerts(Default()) {
+		byAlert[r.Alert] = append(byAlert[r.Alert], r)
+	}
+	var b bytes.Buffer
+	for _, h := range header {
+		b.WriteString(strings.TrimRight("# "+h, " ") + "\n")
+	}
+	fmt.Fprintf(&b, "rule_files:\n  - %s\nevaluation_interval: 1m\ntests:\n", yamlString("../"+RulesFile))
+	for _, tc := range tests {
+		rules, ok := byAlert[tc.Alert]
+		if !ok {
+			panic("BUG: alerts: unit test " + strconv.Quote(tc.Name) + " names unknown alert " + tc.Alert)
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n", yamlString(tc.Alert+": "+tc.Name))
+		for _, s := range tc.Series {
+			fmt.Fprintf(&b, "      - series: %s\n        values: %s\n", yamlString(s.String()), yamlString(s.Values))
+		}
+		fmt.Fprintf(&b, "    alert_rule_test:\n      - eval_time: %s\n        alertname: %s\n", PromDuration(tc.Eval), tc.Alert)
+		if len(tc.Fires) == 0 {
+			b.WriteString("        exp_alerts: []\n")
+			continue
+		}
+		b.WriteString("        exp_alerts:\n")
+		for _, sev := range tc.Fires {
+			var rule *Rule
+			for i := range rules {
+				if rules[i].Label("severity") == sev {
+					rule = &rules[i]
+				}
+			}
+			if rule == nil {
+				panic("BUG: alerts: unit test " + strconv.Quote(tc.Name) + ": " + tc.Alert + " has no " + sev + " tier")
+			}
+			lbls := append(append([]KV(nil), tc.Labels...), rule.Labels...)
+			sort.Slice(lbls, func(i, j int) bool { return lbls[i].Key < lbls[j].Key })
+			var ann []KV
+			for _, a := range rule.Annotations {
+				ann = append(ann, KV{a.Key, expandTemplate(a.Value, tc.Labels, tc.Value)})
+			}
+			b.WriteString("          - exp_labels:\n")
+			for _, l := range lbls {
+				fmt.Fprintf(&b, "              %s: %s\n", l.Key, yamlString(l.Value))
+			}
+			b.WriteString("            exp_annotations:\n")
+			for _, a := range ann {
+				fmt.Fprintf(&b, "              %s: %s\n", a.Key, yamlString(a.Value))
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+var templateAction = regexp.MustCompile(`\{\{[^}]*\}\}`)
+
+// expandTemplate renders the subset of Prometheus alert templating the
+// rules use: {{ $labels.<name> }} from lbls and {{ $value | <func> }} as the
+// hand-written value. Any other action is a BUG.
+func expandTemplate(tmpl string, lbls []KV, value string) string {
+	return templateAction.ReplaceAllStringFunc(tmpl, func(a string) string {
+		in := strings.TrimSpace(a[2 : len(a)-2])
+		if name, ok := strings.CutPrefix(in, "$labels."); ok {
+			return lookupKV(lbls, name)
+		}
+		switch in {
+		case "$value | humanize", "$value | humanizeDuration", "$value | humanizePercentage":
+			return value
+		}
+		panic("BUG: alerts: template action " + a + " is not supported by expandTemplate")
+	})
+}
