@@ -30,6 +30,37 @@ enum {
 #define PM_MAX_LAYERS 64
 #define PM_NAME_MAX 128
 
+/* GGUF metadata value types (the 13 of GGUF v3). */
+enum {
+	PM_GGUF_UINT8 = 0,
+	PM_GGUF_INT8 = 1,
+	PM_GGUF_UINT16 = 2,
+	PM_GGUF_INT16 = 3,
+	PM_GGUF_UINT32 = 4,
+	PM_GGUF_INT32 = 5,
+	PM_GGUF_FLOAT32 = 6,
+	PM_GGUF_BOOL = 7,
+	PM_GGUF_STRING = 8,
+	PM_GGUF_ARRAY = 9,
+	PM_GGUF_UINT64 = 10,
+	PM_GGUF_INT64 = 11,
+	PM_GGUF_FLOAT64 = 12
+};
+
+/*
+ * One metadata entry as the loader delimited it. key and value point into
+ * the file (or the caller's buffer); value holds the encoded value: for a
+ * scalar its bytes, for a string the uint64 length and the bytes, for an
+ * array the element type, the uint64 count and the elements.
+ */
+typedef struct {
+	const char *key; /* not NUL-terminated */
+	uint64_t key_len;
+	uint32_t type; /* PM_GGUF_* */
+	const uint8_t *value;
+	uint64_t value_len;
+} pm_kv;
+
 typedef struct {
 	const float *attn_norm; /* [dim] */
 	const float *wq;        /* [n_heads*head_dim][dim] */
@@ -78,14 +109,31 @@ typedef struct {
 	void *map;
 	size_t map_len;
 	void *owned; /* loader-owned allocations (F16 conversions, token tables) */
+
+	/* the file as parsed (added after the fields above; all loader-owned) */
+	int n_kv;             /* metadata entries */
+	const pm_kv *kv;      /* [n_kv] in file order */
+	int n_file_tensors;   /* tensors in the file (the model uses 9*n_layers+2, +1 untied) */
+	uint32_t alignment;   /* general.alignment (default 32) */
+	int f16;              /* 1 when any weight was stored as F16 (converted to F32) */
 } pm_model;
 
 /*
  * pm_model_load maps a GGUF v3 file and fills m. On failure it returns a
  * status, writes a message naming the problem into err (NUL-terminated,
- * at most errlen bytes), and leaves nothing allocated.
+ * at most errlen bytes; "<path>: <problem>"), and leaves nothing allocated
+ * and m zeroed. Every count, length and offset in the file is checked
+ * against its size before use. The file must not be truncated while the
+ * model is loaded (the mapping would fault).
  */
 int pm_model_load(const char *path, pm_model *m, char *err, size_t errlen);
+
+/*
+ * pm_model_load_mem is pm_model_load on a caller's buffer (no mmap, no
+ * file): weights and token texts point into buf, which must outlive the
+ * model. Messages have no path prefix. Any len bytes are safe input.
+ */
+int pm_model_load_mem(const void *buf, size_t len, pm_model *m, char *err, size_t errlen);
 
 /* pm_model_free releases what pm_model_load acquired; safe on a zeroed model. */
 void pm_model_free(pm_model *m);

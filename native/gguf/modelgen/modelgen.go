@@ -1,0 +1,287 @@
+// Package modelgen writes picometer's deterministic-weight Llama models as
+// GGUF v3 files: the default preset the daemon serves and the tiny preset
+// the tests use. The mkmodel command (native/cmd/mkmodel) is a thin wrapper;
+// tests elsewhere call [Write] directly:
+//
+//	path := filepath.Join(t.TempDir(), "tiny.gguf")
+//	if err := modelgen.Write(path, modelgen.Tiny); err != nil { … }
+//
+// The same preset always gives the same bytes. Weights are uniform random
+// numbers from a splitmix64 stream seeded per tensor (Preset.Seed and the
+// tensor name), scaled so activations keep a unit RMS through the layers
+// and greedy decoding is neither a constant token nor a 2-cycle (the
+// reference package's tests check that).
+//
+// # Vocabulary and tokenizer metadata
+//
+// Every model uses the byte-level vocabulary of native/vocab.go (this package
+// does not import native, so that native's own tests can import it; native's
+// tests check the two agree): ids 0..255 are the bytes, 256.. the control
+// tokens. The tokenizer metadata is:
+//
+//	tokenizer.ggml.model      "picometer-bytes": a text is tokenized as its UTF-8
+//	                          bytes, one token per byte, id = byte value; control
+//	                          tokens are never produced from text, only inserted
+//	                          by the prompt builder (BOS, chat roles)
+//	tokenizer.ggml.tokens     "<0x00>".."<0xFF>" (llama.cpp's byte-token spelling),
+//	                          then "<|bos|>" "<|eos|>" "<|pad|>" "<|system|>"
+//	                          "<|user|>" "<|assistant|>" "<|end|>" "<|unk|>"
+//	tokenizer.ggml.token_type llama.cpp's types: 6 (byte) for 0..255, 3 (control)
+//	                          for the control tokens, 2 (unknown) for <|unk|>
+//	tokenizer.ggml.bos_token_id, eos_token_id, padding_token_id, unknown_token_id
+//	tokenizer.ggml.add_bos_token true, add_eos_token false
+//	tokenizer.chat_template   [ChatTemplate]
+package modelgen
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/picometer/picometer/native/gguf"
+)
+
+// The vocabulary (mirrors native/vocab.go; native's model test checks it).
+const (
+	TokBOS       = 256
+	TokEOS       = 257
+	TokPad       = 258
+	TokSystem    = 259
+	TokUser      = 260
+	TokAssistant = 261
+	TokEnd       = 262
+	TokUnk       = 263
+	VocabSize    = 264
+)
+
+// ControlTokens are the control token texts, indexed by id-256.
+var ControlTokens = [VocabSize - 256]string{
+	"<|bos|>", "<|eos|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|unk|>",
+}
+
+// llama.cpp token types (enum llama_token_type).
+const (
+	tokenTypeUnknown = 2
+	tokenTypeControl = 3
+	tokenTypeByte    = 6
+)
+
+// TokenizerModel is the value of tokenizer.ggml.model: byte-level, one
+// token per UTF-8 byte, id = byte value.
+const TokenizerModel = "picometer-bytes"
+
+// ChatTemplate is the value of tokenizer.chat_template (Jinja, as
+// llama.cpp and Hugging Face expect). It describes picometer's chat format,
+// which the daemon implements in Go: BOS, then each message as its role
+// token (<|system|>, <|user|> or <|assistant|>), the content's bytes and
+// <|end|>; with add_generation_prompt a final <|assistant|> opens the reply,
+// and the reply ends at <|end|> (or EOS).
+const ChatTemplate = "{{ bos_token }}" +
+	"{% for message in messages %}" +
+	"{{ '<|' + message['role'] + '|>' }}{{ message['content'] }}{{ '<|end|>' }}" +
+	"{% endfor %}" +
+	"{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
+
+// Tokens returns the token texts and llama.cpp token types, by id.
+func Tokens() (texts []string, types []int32) {
+	texts = make([]string, VocabSize)
+	types = make([]int32, VocabSize)
+	for i := 0; i < 256; i++ {
+		texts[i] = fmt.Sprintf("<0x%02X>", i)
+		types[i] = tokenTypeByte
+	}
+	for i, s := range ControlTokens {
+		texts[256+i] = s
+		types[256+i] = tokenTypeControl
+	}
+	types[TokUnk] = tokenTypeUnknown
+	return texts, types
+}
+
+// Preset describes a model to generate.
+type Preset struct {
+	Name      string  // general.name
+	Dim       int     // llama.embedding_length
+	Layers    int     // llama.block_count (1..64)
+	Heads     int     // llama.attention.head_count
+	KVHeads   int     // llama.attention.head_count_kv (divides Heads)
+	FFN       int     // llama.feed_forward_length
+	Context   int     // llama.context_length
+	RMSEps    float32 // llama.attention.layer_norm_rms_epsilon
+	RopeTheta float32 // llama.rope.freq_base
+	Seed      uint64  // weight seed (picometer.seed)
+	Tied      bool    // no output.weight: the logits reuse token_embd
+	F16       bool    // matrices and embeddings as F16 (norms stay F32)
+}
+
+// Default is the model picometerd serves by default (about 64 MiB as F32).
+var Default = Preset{Name: "picometer-default", Dim: 512, Layers: 6, Heads: 8, KVHeads: 2,
+	FFN: 1376, Context: 512, RMSEps: 1e-5, RopeTheta: 10000, Seed: 1}
+
+// Tiny is the test model (about 0.5 MiB). FFN 172 is deliberately not a
+// multiple of 8, so the kernels' tail paths run.
+var Tiny = Preset{Name: "picometer-tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2,
+	FFN: 172, Context: 256, RMSEps: 1e-5, RopeTheta: 10000, Seed: 1}
+
+// Lookup returns the preset called name ("default" or "tiny").
+func Lookup(name string) (Preset, bool) {
+	switch name {
+	case "default":
+		return Default, true
+	case "tiny":
+		return Tiny, true
+	}
+	return Preset{}, false
+}
+
+// Validate returns an error naming the first field a Llama model cannot
+// have.
+func (p *Preset) Validate() error {
+	switch {
+	case p.Dim < 1:
+		return fmt.Errorf("dim %d < 1", p.Dim)
+	case p.Layers < 1 || p.Layers > 64:
+		return fmt.Errorf("layers %d not in 1..64", p.Layers)
+	case p.Heads < 1 || p.Dim%p.Heads != 0:
+		return fmt.Errorf("heads %d does not divide dim %d", p.Heads, p.Dim)
+	case (p.Dim/p.Heads)%2 != 0:
+		return fmt.Errorf("head dim %d is odd (RoPE rotates pairs)", p.Dim/p.Heads)
+	case p.KVHeads < 1 || p.Heads%p.KVHeads != 0:
+		return fmt.Errorf("kv heads %d does not divide heads %d", p.KVHeads, p.Heads)
+	case p.FFN < 1:
+		return fmt.Errorf("ffn %d < 1", p.FFN)
+	case p.Context < 1:
+		return fmt.Errorf("context %d < 1", p.Context)
+	case !(p.RMSEps > 0) || math.IsInf(float64(p.RMSEps), 0):
+		return fmt.Errorf("rms eps %v is not positive and finite", p.RMSEps)
+	case !(p.RopeTheta > 0) || math.IsInf(float64(p.RopeTheta), 0):
+		return fmt.Errorf("rope theta %v is not positive and finite", p.RopeTheta)
+	}
+	return nil
+}
+
+// Write generates p's model and writes it to path atomically (a reader
+// never sees a partial file).
+func Write(path string, p Preset) error {
+	f, err := Build(p)
+	if err != nil {
+		return err
+	}
+	return gguf.WriteFile(path, f)
+}
+
+// Build generates p's model in memory.
+func Build(p Preset) (*gguf.File, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("modelgen: preset %s: %w", p.Name, err)
+	}
+	headDim := p.Dim / p.Heads
+	kvDim := p.KVHeads * headDim
+	fileType := uint32(0) // LLAMA_FTYPE_ALL_F32
+	if p.F16 {
+		fileType = 1 // LLAMA_FTYPE_MOSTLY_F16
+	}
+	texts, types := Tokens()
+	f := &gguf.File{KV: []gguf.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.name", Value: p.Name},
+		{Key: "general.description", Value: "deterministic random weights written by picometer's modelgen"},
+		{Key: "general.file_type", Value: fileType},
+		{Key: gguf.KeyAlignment, Value: uint32(gguf.DefaultAlignment)},
+		{Key: "picometer.seed", Value: p.Seed},
+		{Key: "llama.context_length", Value: uint32(p.Context)},
+		{Key: "llama.embedding_length", Value: uint32(p.Dim)},
+		{Key: "llama.block_count", Value: uint32(p.Layers)},
+		{Key: "llama.feed_forward_length", Value: uint32(p.FFN)},
+		{Key: "llama.attention.head_count", Value: uint32(p.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: uint32(p.KVHeads)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: p.RMSEps},
+		{Key: "llama.rope.dimension_count", Value: uint32(headDim)},
+		{Key: "llama.rope.freq_base", Value: p.RopeTheta},
+		{Key: "llama.vocab_size", Value: uint32(VocabSize)},
+		{Key: "tokenizer.ggml.model", Value: TokenizerModel},
+		{Key: "tokenizer.ggml.tokens", Value: texts},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(TokBOS)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(TokEOS)},
+		{Key: "tokenizer.ggml.padding_token_id", Value: uint32(TokPad)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(TokUnk)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: true},
+		{Key: "tokenizer.ggml.add_eos_token", Value: false},
+		{Key: "tokenizer.chat_template", Value: ChatTemplate},
+	}}
+
+	// Scales: a matrix with fan-in n gets std 1/sqrt(n), so each output of
+	// a unit-RMS input has about unit RMS; embeddings have unit RMS too, so
+	// the token and the context weigh about the same in the residual stream.
+	matrix := func(name string, in, out int) {
+		f.Tensors = append(f.Tensors, tensor(p, name, in, out, 1/math.Sqrt(float64(in)), 0, p.F16))
+	}
+	norm := func(name string) { // weights near 1 (uniform 0.9..1.1)
+		f.Tensors = append(f.Tensors, tensor(p, name, p.Dim, 0, 0.1/math.Sqrt(3), 1, false))
+	}
+	f.Tensors = append(f.Tensors, tensor(p, "token_embd.weight", p.Dim, VocabSize, 1, 0, p.F16))
+	for l := 0; l < p.Layers; l++ {
+		b := fmt.Sprintf("blk.%d.", l)
+		norm(b + "attn_norm.weight")
+		matrix(b+"attn_q.weight", p.Dim, p.Dim)
+		matrix(b+"attn_k.weight", p.Dim, kvDim)
+		matrix(b+"attn_v.weight", p.Dim, kvDim)
+		matrix(b+"attn_output.weight", p.Dim, p.Dim)
+		norm(b + "ffn_norm.weight")
+		matrix(b+"ffn_gate.weight", p.Dim, p.FFN)
+		matrix(b+"ffn_up.weight", p.Dim, p.FFN)
+		matrix(b+"ffn_down.weight", p.FFN, p.Dim)
+	}
+	norm("output_norm.weight")
+	if !p.Tied {
+		matrix("output.weight", p.Dim, VocabSize)
+	}
+	return f, nil
+}
+
+// tensor makes a tensor of shape [in] (out == 0) or [in, out] whose
+// elements are mean + uniform noise of standard deviation std, drawn from a
+// stream seeded by the preset's seed and the tensor's name.
+func tensor(p Preset, name string, in, out int, std, mean float64, f16 bool) gguf.Tensor {
+	dims := []uint64{uint64(in)}
+	n := in
+	if out > 0 {
+		dims = append(dims, uint64(out))
+		n *= out
+	}
+	a := std * math.Sqrt(3) // uniform on [-a, a] has standard deviation a/sqrt(3)
+	rng := splitmix64{state: p.Seed ^ fnv64(name)}
+	w := make([]float32, n)
+	for i := range w {
+		w[i] = float32(mean + a*(2*rng.float64()-1))
+	}
+	if f16 {
+		return gguf.Tensor{Name: name, Dims: dims, Type: gguf.F16, Data: gguf.Float16Bytes(w)}
+	}
+	return gguf.Tensor{Name: name, Dims: dims, Type: gguf.F32, Data: gguf.Float32Bytes(w)}
+}
+
+// splitmix64 is Steele, Lea and Flood's generator (as in Java's
+// SplittableRandom): tiny, fast and good enough for weights.
+type splitmix64 struct{ state uint64 }
+
+func (s *splitmix64) next() uint64 {
+	s.state += 0x9e3779b97f4a7c15
+	z := s.state
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// float64 returns a uniform number in [0, 1).
+func (s *splitmix64) float64() float64 { return float64(s.next()>>11) * (1.0 / (1 << 53)) }
+
+// fnv64 is FNV-1a, to give every tensor its own stream.
+func fnv64(s string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001b3
+	}
+	return h
+}
