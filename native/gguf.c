@@ -211,6 +211,8 @@ static int skip_value(rd *r, uint32_t t, int depth, const char *what)
 	int rc = need(r, (uint64_t)size, what);
 	if (rc)
 		return rc;
+	if (t == PM_GGUF_BOOL && r->p[r->pos] > 1)
+		return fail(r, PM_ERR_FORMAT, "%s: bool value %u (want 0 or 1)", what, r->p[r->pos]);
 	r->pos += (uint64_t)size;
 	return PM_OK;
 }
@@ -234,6 +236,11 @@ static int skip_array(rd *r, int depth, const char *what)
 			    what, (unsigned long long)n, value_type_name(et, tb), (unsigned long long)r->pos,
 			    (unsigned long long)r->len);
 	if (et != PM_GGUF_STRING && et != PM_GGUF_ARRAY) {
+		if (et == PM_GGUF_BOOL)
+			for (uint64_t i = 0; i < n; i++)
+				if (r->p[r->pos + i] > 1)
+					return fail(r, PM_ERR_FORMAT, "%s: bool value %u (want 0 or 1)", what,
+						    r->p[r->pos + i]);
 		r->pos += n * (uint64_t)m; /* fits: checked just above */
 		return PM_OK;
 	}

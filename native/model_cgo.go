@@ -1,0 +1,181 @@
+//go:build cgo
+
+package native
+
+/*
+#include <stdlib.h>
+#include "model.h"
+*/
+import "C"
+
+import (
+	"strconv"
+	"unsafe"
+)
+
+// ModelFile is what the C loader (gguf.c) read from a GGUF file: the model
+// description and every metadata entry, without an engine. The types are
+// declared identically in model_nocgo.go.
+type ModelFile struct {
+	Info       ModelInfo // Info.Kernel is "" (no engine chose kernels)
+	HeadDim    int
+	RMSEps     float32 // llama.attention.layer_norm_rms_epsilon (default 1e-5)
+	RopeTheta  float32 // llama.rope.freq_base (default 10000)
+	TiedOutput bool    // no output.weight: the logits reuse token_embd
+	F16        bool    // some weights were stored as F16 (the loader widened them)
+	Alignment  uint32  // general.alignment (default 32)
+	Tensors    int     // tensors in the file
+	// Meta is every metadata entry in file order, as the loader delimited it.
+	Meta []MetaKV
+}
+
+// MetaKV is one metadata entry as the C loader found it.
+type MetaKV struct {
+	Key  string
+	Type uint32 // GGUF value type (0 uint8 … 12 float64)
+	// Value is the encoded value (copied): a scalar's bytes; a string's
+	// uint64 length and bytes; an array's element type, uint64 count and
+	// elements. native/gguf's DecodeValue decodes it.
+	Value []byte
+}
+
+// ReadModelFile loads the GGUF model at path with the C loader, copies out
+// what it read and frees it. Errors are *Error with the loader's message
+// ("<path>: tensor blk.3.ffn_up.weight: missing").
+func ReadModelFile(path string) (*ModelFile, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var m C.pm_model
+	var msg [512]C.char
+	if rc := C.pm_model_load(cpath, &m, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
+		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	}
+	defer C.pm_model_free(&m)
+	return modelFile(&m), nil
+}
+
+// ParseModel is ReadModelFile on bytes held in memory (the loader's
+// pm_model_load_mem, on a C copy of b): any b is safe input. Messages
+// have no path prefix.
+func ParseModel(b []byte) (*ModelFile, error) {
+	var buf unsafe.Pointer
+	if len(b) > 0 {
+		buf = C.CBytes(b)
+		defer C.free(buf)
+	}
+	var m C.pm_model
+	var msg [512]C.char
+	if rc := C.pm_model_load_mem(buf, C.size_t(len(b)), &m, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
+		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	}
+	defer C.pm_model_free(&m)
+	return modelFile(&m), nil
+}
+
+// LoadModelInfo describes the GGUF model at path as the C loader reads it.
+func LoadModelInfo(path string) (ModelInfo, error) {
+	f, err := ReadModelFile(path)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	return f.Info, nil
+}
+
+func cbytes(p unsafe.Pointer, n uint64) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	return append([]byte(nil), unsafe.Slice((*byte)(p), n)...)
+}
+
+func modelFile(m *C.pm_model) *ModelFile {
+	f := &ModelFile{
+		Info: ModelInfo{
+			Name:          C.GoString(&m.name[0]),
+			Arch:          C.GoString(&m.arch[0]),
+			Dim:           int(m.dim),
+			Layers:        int(m.n_layers),
+			Heads:         int(m.n_heads),
+			KVHeads:       int(m.n_kv_heads),
+			FFN:           int(m.ffn_dim),
+			Vocab:         int(m.vocab),
+			ContextLength: int(m.ctx_len),
+			BOS:           int32(m.bos_id),
+			EOS:           int32(m.eos_id),
+			Pad:           int32(m.pad_id),
+		},
+		HeadDim:    int(m.head_dim),
+		RMSEps:     float32(m.rms_eps),
+		RopeTheta:  float32(m.rope_theta),
+		TiedOutput: m.tied_output != 0,
+		F16:        m.f16 != 0,
+		Alignment:  uint32(m.alignment),
+		Tensors:    int(m.n_file_tensors),
+	}
+	if n := int(m.n_tokens); n > 0 {
+		texts := unsafe.Slice(m.tok_text, n)
+		lens := unsafe.Slice(m.tok_len, n)
+		f.Info.Tokens = make([]string, n)
+		for i := range f.Info.Tokens {
+			f.Info.Tokens[i] = string(cbytes(unsafe.Pointer(texts[i]), uint64(lens[i])))
+		}
+	}
+	if m.chat_template != nil {
+		f.Info.ChatTemplate = string(cbytes(unsafe.Pointer(m.chat_template), uint64(m.chat_template_len)))
+	}
+	if n := int(m.n_kv); n > 0 {
+		kvs := unsafe.Slice(m.kv, n)
+		f.Meta = make([]MetaKV, n)
+		for i, kv := range kvs {
+			f.Meta[i] = MetaKV{
+				Key:   string(cbytes(unsafe.Pointer(kv.key), uint64(kv.key_len))),
+				Type:  uint32(kv._type),
+				Value: cbytes(unsafe.Pointer(kv.value), uint64(kv.value_len)),
+			}
+		}
+	}
+	return f
+}
+
+// ReadModelWeights loads the model at path with the C loader and returns a
+// copy of every weight it points the engine at, by GGUF tensor name
+// (token_embd.weight, blk.N.attn_q.weight, …, output_norm.weight, and
+// output.weight unless the output is tied), as float32 after any F16
+// widening. It exists so tests can check the loader located each tensor.
+func ReadModelWeights(path string) (map[string][]float32, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var m C.pm_model
+	var msg [512]C.char
+	if rc := C.pm_model_load(cpath, &m, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
+		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	}
+	defer C.pm_model_free(&m)
+	dim, ffn, vocab := int(m.dim), int(m.ffn_dim), int(m.vocab)
+	q, kv := int(m.n_heads*m.head_dim), int(m.n_kv_heads*m.head_dim)
+	w := make(map[string][]float32)
+	get := func(name string, p *C.float, n int) {
+		w[name] = append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...)
+	}
+	get("token_embd.weight", m.tok_embd, vocab*dim)
+	for l := 0; l < int(m.n_layers); l++ {
+		L := &m.layers[l]
+		b := "blk." + strconv.Itoa(l) + "."
+		get(b+"attn_norm.weight", L.attn_norm, dim)
+		get(b+"attn_q.weight", L.wq, q*dim)
+		get(b+"attn_k.weight", L.wk, kv*dim)
+		get(b+"attn_v.weight", L.wv, kv*dim)
+		get(b+"attn_output.weight", L.wo, dim*q)
+		get(b+"ffn_norm.weight", L.ffn_norm, dim)
+		get(b+"ffn_gate.weight", L.w_gate, ffn*dim)
+		get(b+"ffn_up.weight", L.w_up, ffn*dim)
+		get(b+"ffn_down.weight", L.w_down, dim*ffn)
+	}
+	get("output_norm.weight", m.out_norm, dim)
+	if m.tied_output == 0 {
+		get("output.weight", m.output, vocab*dim)
+	} else if m.output != m.tok_embd {
+		return nil, &Error{Status: StatusInternal, Msg: "BUG: tied output does not point at token_embd"}
+	}
+	return w, nil
+}
