@@ -1,0 +1,246 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/schema"
+)
+
+// Config is picometerd's configuration: a TOML file (decoded strictly:
+// an unknown key is an error naming it), overridden by flags. Durations
+// are TOML strings such as "300s" or "1m30s".
+type Config struct {
+	// Listen is the HTTP address. Default "127.0.0.1:8000".
+	Listen string `toml:"listen"`
+	// Model is the GGUF model file. Default "build/models/default.gguf",
+	// the default model `make models` generates.
+	Model string `toml:"model"`
+	// ModelName is the model name served by /v1/models, accepted in the
+	// requests' model field and reported in responses and events. Default
+	// "": the model's general.name, else its file name without extension.
+	ModelName string `toml:"model_name"`
+	// APIKeys, when not empty, are the accepted bearer tokens for /v1/*
+	// (Authorization: Bearer KEY; a missing or wrong key is a 401).
+	// Default none: no authentication.
+	APIKeys []string `toml:"api_keys"`
+	// MaxBodyBytes is the largest request body; a larger one is a 413.
+	// Default 1048576 (1 MiB).
+	MaxBodyBytes int `toml:"max_body_bytes"`
+	// RequestTimeout is each generation request's deadline from arrival,
+	// enforced by the engine loop (finish reason abort, error type timeout).
+	// Default "300s".
+	RequestTimeout time.Duration `toml:"request_timeout"`
+	// StreamStallTimeout bounds how long a streamed response may wait on a
+	// client that does not read (a write deadline refreshed before every
+	// chunk; it never cuts a stream that is being read). Default "60s".
+	StreamStallTimeout time.Duration `toml:"stream_stall_timeout"`
+	// ReadTimeout bounds reading a request's header and body. Default "30s".
+	ReadTimeout time.Duration `toml:"read_timeout"`
+	// IdleTimeout closes keep-alive connections idle this long. Default "120s".
+	IdleTimeout time.Duration `toml:"idle_timeout"`
+	// ShutdownGrace is how long in-flight requests may finish after SIGINT
+	// or SIGTERM before they are aborted (error type shutdown). Default "10s".
+	ShutdownGrace time.Duration `toml:"shutdown_grace"`
+
+	// Engine configures the native engine.
+	Engine EngineConfig `toml:"engine"`
+	// Metrics configures the metrics emitter.
+	Metrics MetricsConfig `toml:"metrics"`
+}
+
+// EngineConfig is the [engine] table: native.Config's fields.
+type EngineConfig struct {
+	// BMax is the number of slots (requests decoded together). Default 8.
+	BMax int `toml:"b_max"`
+	// SpecK is the speculative draft length; 0 turns speculation off. Default 4.
+	SpecK int `toml:"spec_k"`
+	// PrefillChunk is the most prompt tokens prefilled per slot per step. Default 64.
+	PrefillChunk int `toml:"prefill_chunk"`
+	// BlockSize is the KV-cache block size in tokens. Default 16.
+	BlockSize int `toml:"block_size"`
+	// KVBlocks is the number of KV-cache blocks; 0 sizes the cache so every
+	// slot can reach the context limit. Default 0.
+	KVBlocks int `toml:"kv_blocks"`
+	// MaxWaiting bounds the engine's waiting queue; a request beyond it is a
+	// 429 (code queue_full). Default 256.
+	MaxWaiting int `toml:"max_waiting"`
+	// Threads is the number of compute threads. Default 1.
+	Threads int `toml:"threads"`
+	// Kernel is "auto", "avx2" or "portable". Default "auto".
+	Kernel string `toml:"kernel"`
+}
+
+// MetricsConfig is the [metrics] table: the NDJSON event emitter.
+type MetricsConfig struct {
+	// Socket is the sidecar's unix socket. Default schema.DefaultSocketPath
+	// ("/tmp/picometer.sock"); "" turns the emitter off.
+	Socket string `toml:"socket"`
+	// Queue bounds the events waiting to be written; overflow is dropped and
+	// counted (events_dropped). Default 65536.
+	Queue int `toml:"queue"`
+	// SnapshotInterval is the period of engine snapshots. Default "1s".
+	SnapshotInterval time.Duration `toml:"snapshot_interval"`
+	// WriteTimeout bounds one write to the socket; a sidecar that stalls
+	// longer is disconnected (events queue up meanwhile). Default "1s".
+	WriteTimeout time.Duration `toml:"write_timeout"`
+	// BackoffMin and BackoffMax bound the exponential reconnection backoff.
+	// Defaults "100ms" and "5s".
+	BackoffMin time.Duration `toml:"backoff_min"`
+	BackoffMax time.Duration `toml:"backoff_max"`
+	// FlushTimeout bounds the final flush at shutdown. Default "2s".
+	FlushTimeout time.Duration `toml:"flush_timeout"`
+}
+
+// DefaultModelPath is where `make models` writes the default model.
+const DefaultModelPath = "build/models/default.gguf"
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	nc := native.DefaultConfig()
+	return Config{
+		Listen:             "127.0.0.1:8000",
+		Model:              DefaultModelPath,
+		MaxBodyBytes:       1 << 20,
+		RequestTimeout:     300 * time.Second,
+		StreamStallTimeout: 60 * time.Second,
+		ReadTimeout:        30 * time.Second,
+		IdleTimeout:        120 * time.Second,
+		ShutdownGrace:      10 * time.Second,
+		Engine: EngineConfig{
+			BMax: nc.BMax, SpecK: nc.SpecK, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
+			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,
+		},
+		Metrics: MetricsConfig{
+			Socket:           schema.DefaultSocketPath,
+			Queue:            65536,
+			SnapshotInterval: time.Second,
+			WriteTimeout:     time.Second,
+			BackoffMin:       100 * time.Millisecond,
+			BackoffMax:       5 * time.Second,
+			FlushTimeout:     2 * time.Second,
+		},
+	}
+}
+
+// ParseConfig decodes a TOML document over the defaults. Unknown keys are
+// an error naming the first of them; the result is not validated.
+func ParseConfig(data []byte) (Config, error) {
+	c := DefaultConfig()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			if pe.LastKey != "" {
+				return c, fmt.Errorf("line %d (key %q): %s", pe.Position.Line, pe.LastKey, pe.Message)
+			}
+			return c, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
+		}
+		return c, err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return c, fmt.Errorf("unknown key %q", und[0].String())
+	}
+	return c, nil
+}
+
+// LoadConfig reads and parses a config file; errors start with its path.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return DefaultConfig(), err
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate returns an error naming the first key out of range.
+func (c *Config) Validate() error {
+	if err := validateListen(c.Listen); err != nil {
+		return err
+	}
+	if c.Model == "" {
+		return errors.New("model: empty; set the GGUF model file")
+	}
+	for i, k := range c.APIKeys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return fmt.Errorf("api_keys[%d]: empty or contains whitespace", i)
+		}
+	}
+	if c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 1<<30 {
+		return fmt.Errorf("max_body_bytes: %d not in 1024..%d", c.MaxBodyBytes, 1<<30)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"request_timeout", c.RequestTimeout}, {"stream_stall_timeout", c.StreamStallTimeout},
+		{"read_timeout", c.ReadTimeout}, {"idle_timeout", c.IdleTimeout},
+		{"metrics.snapshot_interval", c.Metrics.SnapshotInterval}, {"metrics.write_timeout", c.Metrics.WriteTimeout},
+		{"metrics.backoff_min", c.Metrics.BackoffMin}, {"metrics.backoff_max", c.Metrics.BackoffMax},
+		{"metrics.flush_timeout", c.Metrics.FlushTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: %s must be > 0", d.key, d.v)
+		}
+	}
+	if c.ShutdownGrace < 0 {
+		return fmt.Errorf("shutdown_grace: %s must be >= 0", c.ShutdownGrace)
+	}
+	if c.Metrics.SnapshotInterval < 10*time.Millisecond {
+		return fmt.Errorf("metrics.snapshot_interval: %s must be >= 10ms", c.Metrics.SnapshotInterval)
+	}
+	if c.Metrics.BackoffMax < c.Metrics.BackoffMin {
+		return fmt.Errorf("metrics.backoff_max: %s is less than metrics.backoff_min %s", c.Metrics.BackoffMax, c.Metrics.BackoffMin)
+	}
+	if c.Metrics.Queue < 1 || c.Metrics.Queue > 1<<24 {
+		return fmt.Errorf("metrics.queue: %d not in 1..%d", c.Metrics.Queue, 1<<24)
+	}
+	if len(c.Metrics.Socket) > 107 {
+		return fmt.Errorf("metrics.socket: path of %d bytes is longer than a unix socket path may be (107)", len(c.Metrics.Socket))
+	}
+	nc := c.NativeConfig()
+	if err := nc.Validate(); err != nil {
+		return fmt.Errorf("engine.%w", err)
+	}
+	return nil
+}
+
+func validateListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("listen: %q is not host:port: %s", addr, ae.Err)
+		}
+		return fmt.Errorf("listen: %q is not host:port: %v", addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("listen: port %q is not a number in 0..65535", port)
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return fmt.Errorf("listen: host %q is not an IP address or localhost", host)
+	}
+	return nil
+}
+
+// NativeConfig returns the engine configuration.
+func (c *Config) NativeConfig() native.Config {
+	nc := native.DefaultConfig()
+	e := c.Engine
+	nc.BMax, nc.SpecK, nc.PrefillChunk, nc.BlockSize = e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize
+	nc.KVBlocks, nc.MaxWaiting, nc.Threads, nc.Kernel = e.KVBlocks, e.MaxWaiting, e.Threads, e.Kernel
+	return nc
+}
