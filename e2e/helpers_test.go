@@ -1,0 +1,54 @@
+package e2e
+
+import "testing"
+
+func TestExpandGrafana(t *testing.T) {
+	vars := map[string]string{"model": `m\\.1`, "instance": ".*", "__rate_interval": "1m", "datasource": ""}
+	f := func(in, want string) {
+		t.Helper()
+		got, err := expandGrafana(in, vars)
+		if err != nil || got != want {
+			t.Errorf("expandGrafana(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	f(`rate(x{a=~"$model", i=~"${instance}"}[$__rate_interval])`, `rate(x{a=~"m\\.1", i=~".*"}[1m])`)
+	f(`x{a=~"${model:regex}"}`, `x{a=~"m\\.1"}`)
+	f(`no variables`, `no variables`)
+	if _, err := expandGrafana(`x[$__range] + $other`, vars); err == nil || err.Error() != "query uses variables with no value here: __range, other" {
+		t.Errorf("unknown variables: err = %v", err)
+	}
+}
+
+func TestRegexValue(t *testing.T) {
+	f := func(in, want string) {
+		t.Helper()
+		if got := regexValue(in); got != want {
+			t.Errorf("regexValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+	f("picometer-tiny", "picometer-tiny")
+	f("127.0.0.1:9464", `127\\.0\\.0\\.1:9464`)
+	f("a+b", `a\\+b`)
+}
+
+func TestParseExposition(t *testing.T) {
+	m, err := parseExposition("# HELP x y\n# TYPE x counter\nx_total{a=\"1\",b=\"2\"} 3\nx_total{a=\"2\",b=\"2\"} 4\ny 1.5\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(name string, match map[string]string, want float64) {
+		t.Helper()
+		if got := m.sum(name, match); got != want {
+			t.Errorf("sum(%s, %v) = %v, want %v", name, match, got, want)
+		}
+	}
+	f("x_total", nil, 7)
+	f("x_total", map[string]string{"a": "2"}, 4)
+	f("x_total", map[string]string{"a": "3"}, 0)
+	f("y", nil, 1.5)
+	for _, bad := range []string{"x{a=\"1\" 3", "x", "x abc"} {
+		if _, err := parseExposition(bad); err == nil {
+			t.Errorf("parseExposition(%q) accepted a bad line", bad)
+		}
+	}
+}

@@ -1,0 +1,569 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/picometer/picometer/alerts"
+	"github.com/picometer/picometer/dashboards"
+	"github.com/picometer/picometer/schema"
+)
+
+// liveTestLabel marks the alerts of the test-only rules file.
+const liveTestLabel = "live_test"
+
+// Dashboard variables as the live check sets them. $__rate_interval is what
+// Grafana would use for a 1s scrape interval and a short range; $__range is
+// the dashboard's time range.
+var builtinVars = map[string]string{"__rate_interval": "1m", "__range": "5m", "__interval": "15s"}
+
+// tools finds the programs of the live checks; each skips the test when
+// missing (fails under PICOMETER_LIVE=1).
+func prometheusBin(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("PICOMETER_PROMETHEUS_BIN")
+	if p == "" {
+		p = lookPath("prometheus")
+	}
+	return need(t, "prometheus (PATH or PICOMETER_PROMETHEUS_BIN; apt-get install prometheus)", p)
+}
+
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("PICOMETER_BIN_DIR")
+	if dir == "" {
+		return need(t, name+" (PICOMETER_BIN_DIR unset; make build)", "")
+	}
+	return need(t, name+" (make build)", filepath.Join(dir, name))
+}
+
+func rulesPath(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "alerts", alerts.RulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// liveRules writes the test-only rules file: three alerts of package alerts
+// rebuilt with thresholds a short live run can cross (TTFT p99 above 0.1 ms,
+// no event for 2s, target down), each for 1s and labelled live_test="true".
+func liveRules(t *testing.T, dir string) (string, []alerts.Rule) {
+	t.Helper()
+	th := alerts.Default()
+	th.TTFTP99.Warning = alerts.Tier{Threshold: 0.0001, For: time.Second}
+	th.LastEventAge.Warning = alerts.Tier{Threshold: 2, For: time.Second}
+	th.TargetDown = alerts.Tier{For: time.Second}
+	keep := map[string]string{
+		"PicometerTTFTHigh":    alerts.SeverityWarning,
+		"PicometerDaemonStale": alerts.SeverityWarning,
+		"PicometerSidecarDown": alerts.SeverityCritical,
+	}
+	var rules []alerts.Rule
+	for _, r := range alerts.Alerts(th) {
+		if keep[r.Alert] == r.Label("severity") {
+			r.Labels = append(append([]alerts.KV(nil), r.Labels...), alerts.KV{Key: liveTestLabel, Value: "true"})
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != len(keep) {
+		t.Fatalf("live rules: found %d of %d alerts", len(rules), len(keep))
+	}
+	path := filepath.Join(dir, "live-test.rules.yml")
+	data := alerts.Render([]alerts.Group{{Name: "picometer.live-test.alerts", Rules: rules}},
+		"Test-only rules of e2e/live_test.go: alerts of package alerts with thresholds a short run crosses.")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, rules
+}
+
+// startPrometheus starts Prometheus scraping target (if not "") every second
+// under the job name the rules expect, evaluating ruleFiles every second.
+func startPrometheus(t *testing.T, dir, target string, ruleFiles ...string) (*proc, promAPI) {
+	t.Helper()
+	bin := prometheusBin(t)
+	addr := freeAddr(t)
+	quoted := make([]string, len(ruleFiles))
+	for i, f := range ruleFiles {
+		quoted[i] = "'" + f + "'"
+	}
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\nrule_files: [%s]\n",
+		strings.Join(quoted, ", "))
+	if target != "" {
+		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: %s\n    static_configs: [{targets: ['%s']}]\n", alerts.Job, target)
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, dir, "prometheus", bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	api := promAPI{base: "http://" + addr, c: &http.Client{Timeout: 10 * time.Second}}
+	waitFor(t, 30*time.Second, "prometheus ready", p, func() error {
+		resp, err := api.c.Get(api.base + "/-/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return p, api
+}
+
+// checkRulesHealthy waits until Prometheus has evaluated every rule of want
+// (by group) and reports any rule that is missing or unhealthy.
+func checkRulesHealthy(t *testing.T, api promAPI, p *proc, want []alerts.Group) {
+	t.Helper()
+	var loaded map[string][]promRule
+	waitFor(t, 20*time.Second, "every rule evaluated", p, func() error {
+		var err error
+		if loaded, err = api.rules(); err != nil {
+			return err
+		}
+		for _, g := range want {
+			if len(loaded[g.Name]) != len(g.Rules) {
+				return fmt.Errorf("group %s: %d rules loaded, want %d", g.Name, len(loaded[g.Name]), len(g.Rules))
+			}
+			for _, r := range loaded[g.Name] {
+				if r.Health == "unknown" {
+					return fmt.Errorf("%s not evaluated yet", r.Name)
+				}
+			}
+		}
+		return nil
+	})
+	for _, g := range want {
+		for i, r := range loaded[g.Name] {
+			if r.Health != "ok" || r.LastError != "" {
+				t.Errorf("rule %s (%s): health %q, error %q", r.Name, g.Rules[i].Expr, r.Health, r.LastError)
+			}
+		}
+	}
+}
+
+// TestLivePrometheusParsesEveryQuery needs only Prometheus: it loads the
+// committed rules, checks that Prometheus evaluates every rule without
+// error, and that every dashboard query and rule expression parses.
+func TestLivePrometheusParsesEveryQuery(t *testing.T) {
+	dir := t.TempDir()
+	p, api := startPrometheus(t, dir, "", rulesPath(t))
+	checkRulesHealthy(t, api, p, alerts.Groups(alerts.Default()))
+	vars := map[string]string{"model": ".*", "instance": ".*", dashboards.DatasourceVar: ""}
+	for k, v := range builtinVars {
+		vars[k] = v
+	}
+	n := 0
+	for _, panel := range dashboards.AllPanels(dashboards.Overview()) {
+		for _, tg := range panel.Targets {
+			expr, err := expandGrafana(tg.Expr, vars)
+			if err != nil {
+				t.Errorf("panel %q %s: %v", panel.Title, tg.RefID, err)
+				continue
+			}
+			if _, err := api.query(expr); err != nil {
+				t.Errorf("panel %q %s: %v\n  query: %s", panel.Title, tg.RefID, err, expr)
+			}
+			n++
+		}
+	}
+	for _, g := range alerts.Groups(alerts.Default()) {
+		for _, r := range g.Rules {
+			if _, err := api.query(r.Expr); err != nil {
+				t.Errorf("rule %s: %v\n  expr: %s", r.Name(), err, r.Expr)
+			}
+			n++
+		}
+	}
+	t.Logf("Prometheus parsed and evaluated %d dashboard queries and rule expressions", n)
+}
+
+// TestLiveStack runs the whole product: picometer-sidecar, picometerd on
+// the tiny model and Prometheus scraping the sidecar with alerts/ loaded.
+// It drives real completion requests, runs every dashboard query and rule
+// expression through Prometheus's HTTP API (each must parse, every panel
+// must return data), then makes alerts fire for real: a test-only TTFT
+// alert with a tiny threshold, the stale-daemon alert after stopping the
+// daemon, and the target-down alert after stopping the sidecar.
+func TestLiveStack(t *testing.T) {
+	sidecarBin := binary(t, "picometer-sidecar")
+	daemonBin := binary(t, "picometerd")
+	model := need(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
+	prometheusBin(t)
+	rules := rulesPath(t)
+	began := time.Now()
+
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "picometer.sock")
+	sidecarAddr, daemonAddr := freeAddr(t), freeAddr(t)
+	httpc := &http.Client{Timeout: 10 * time.Second}
+
+	sidecar := start(t, dir, "sidecar", sidecarBin, "--socket", sock, "--listen", sidecarAddr)
+	waitFor(t, 15*time.Second, "sidecar /metrics", sidecar, func() error { _, err := scrape(httpc, sidecarAddr); return err })
+	daemon := start(t, dir, "daemon", daemonBin, "--model", model, "--listen", daemonAddr, "--metrics-socket", sock)
+	waitFor(t, 30*time.Second, "daemon /health", daemon, func() error {
+		resp, err := httpc.Get("http://" + daemonAddr + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		return nil
+	})
+	connections := alerts.Series(schema.IDSidecarConnections, "")
+	waitFor(t, 15*time.Second, "the daemon connected to the sidecar", sidecar, func() error {
+		m, err := scrape(httpc, sidecarAddr)
+		if err != nil {
+			return err
+		}
+		if got := m.sum(connections, nil); got != 1 {
+			return fmt.Errorf("%s = %v", connections, got)
+		}
+		return nil
+	})
+	modelName := servedModel(t, httpc, daemonAddr)
+
+	liveRulesPath, liveAlerts := liveRules(t, dir)
+	prom, api := startPrometheus(t, dir, sidecarAddr, rules, liveRulesPath)
+	waitFor(t, 20*time.Second, "Prometheus scraped the sidecar", prom, func() error {
+		s, err := api.query(fmt.Sprintf(`up{job=%q} == 1`, alerts.Job))
+		if err == nil && len(s) == 0 {
+			err = errNotYet
+		}
+		return err
+	})
+
+	// ---- traffic ----------------------------------------------------------
+	reqs := traffic(modelName)
+	t0 := time.Now()
+	results := drive(daemonAddr, reqs, 12)
+	wantEvents := 0
+	for _, r := range results {
+		if r.req.event {
+			wantEvents++
+		}
+		if r.err != nil || r.status != r.req.wantStatus {
+			t.Errorf("request %q: HTTP %d (want %d), err %v", r.req.name, r.status, r.req.wantStatus, r.err)
+		}
+	}
+	t.Logf("drove %d requests (%d to generation endpoints) in %v", len(results), wantEvents, time.Since(t0).Round(time.Millisecond))
+
+	finished := alerts.Series(schema.IDRequestsFinished, "")
+	failed := alerts.Series(schema.IDRequestsFailed, "")
+	var exposition metricsText
+	waitFor(t, 20*time.Second, "every request event counted by the sidecar", sidecar, func() error {
+		var err error
+		if exposition, err = scrape(httpc, sidecarAddr); err != nil {
+			return err
+		}
+		if got := exposition.sum(finished, nil); got < float64(wantEvents) {
+			return fmt.Errorf("%s sums to %v, want %d", finished, got, wantEvents)
+		}
+		return nil
+	})
+	counted := exposition.sum(finished, nil)
+	for _, reason := range schema.FinishReasons {
+		t.Logf("sidecar: %s{finish_reason=%q} = %v", finished, reason,
+			exposition.sum(finished, map[string]string{alerts.LabelFinishReason: reason}))
+	}
+	if got := exposition.sum(failed, map[string]string{alerts.LabelErrorType: schema.ErrInvalidRequest}); got < 4 {
+		t.Errorf("sidecar counted %v invalid_request failures, want at least 4 (the 400s sent)", got)
+	}
+	if got := exposition.sum(failed, map[string]string{alerts.LabelErrorType: schema.ErrCancelled}); got < 1 {
+		t.Errorf("sidecar counted %v cancelled requests; the 6 streams closed mid-way should count", got)
+	}
+
+	waitFor(t, 20*time.Second, "Prometheus scraped every request event", prom, func() error {
+		s, err := api.query(fmt.Sprintf("sum(%s)", finished))
+		if err != nil {
+			return err
+		}
+		if len(s) == 0 || s[0].Value < counted {
+			return fmt.Errorf("Prometheus has %v, the sidecar %v", s, counted)
+		}
+		return nil
+	})
+
+	// Every recording rule produces series from this traffic.
+	var noData []string
+	waitFor(t, 20*time.Second, "recording rules produced series", prom, func() error {
+		noData = noData[:0]
+		for _, name := range alerts.RecordedNames() {
+			s, err := api.query(name)
+			if err != nil {
+				return err
+			}
+			if len(s) == 0 {
+				noData = append(noData, name)
+			}
+		}
+		if len(noData) > 0 {
+			return fmt.Errorf("no series yet for %s", strings.Join(noData, ", "))
+		}
+		return nil
+	})
+
+	// ---- dashboard variables and queries ------------------------------------
+	info := alerts.Series(schema.IDEngineInfo, "")
+	models, err := api.labelValues(alerts.LabelModel, info)
+	if err != nil || len(models) != 1 || models[0] != modelName {
+		t.Errorf("label_values(%s, %s) = %q, %v; want [%s]", info, alerts.LabelModel, models, err, modelName)
+	}
+	instances, err := api.labelValues(alerts.LabelInstance, fmt.Sprintf(`%s{%s=~"%s"}`, info, alerts.LabelModel, regexValue(modelName)))
+	if err != nil || len(instances) != 1 || instances[0] != sidecarAddr {
+		t.Errorf("label_values(%s{model}, instance) = %q, %v; want [%s]", info, instances, err, sidecarAddr)
+	}
+	vars := map[string]string{"model": regexValue(modelName), "instance": regexValue(sidecarAddr), dashboards.DatasourceVar: ""}
+	for k, v := range builtinVars {
+		vars[k] = v
+	}
+	var table []string
+	for _, panel := range dashboards.AllPanels(dashboards.Overview()) {
+		series, withValue := 0, false
+		var parts []string
+		for _, tg := range panel.Targets {
+			expr, err := expandGrafana(tg.Expr, vars)
+			if err != nil {
+				t.Errorf("panel %q %s: %v", panel.Title, tg.RefID, err)
+				continue
+			}
+			s, err := api.query(expr)
+			if err != nil {
+				t.Errorf("panel %q %s does not evaluate: %v\n  query: %s", panel.Title, tg.RefID, err, expr)
+				continue
+			}
+			series += len(s)
+			withValue = withValue || finite(s)
+			parts = append(parts, fmt.Sprintf("%s: %d series%s", tg.RefID, len(s), firstValue(s)))
+		}
+		table = append(table, fmt.Sprintf("  %-42s %s", panel.Title, strings.Join(parts, "; ")))
+		if series == 0 || !withValue {
+			t.Errorf("panel %q returned no data (%s)", panel.Title, strings.Join(parts, "; "))
+		}
+	}
+	t.Logf("dashboard panels (model %s, instance %s):\n%s", modelName, sidecarAddr, strings.Join(table, "\n"))
+
+	// ---- rules ---------------------------------------------------------------
+	groups := append(alerts.Groups(alerts.Default()), alerts.Group{Name: "picometer.live-test.alerts", Rules: liveAlerts})
+	nRules := 0
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			if _, err := api.query(r.Expr); err != nil {
+				t.Errorf("rule %s: %v\n  expr: %s", r.Name(), err, r.Expr)
+			}
+			nRules++
+		}
+	}
+	checkRulesHealthy(t, api, prom, groups)
+	t.Logf("Prometheus evaluated all %d rule expressions without error", nRules)
+
+	// ---- alerts ------------------------------------------------------------
+	// With healthy traffic no production alert fires (they may be pending:
+	// every production for: is at least a minute).
+	active, _, err := api.alerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range active {
+		if a.Labels[liveTestLabel] == "" {
+			if a.State == "firing" {
+				t.Errorf("production alert %s (%s) fires on healthy traffic: %s", a.Labels["alertname"], a.Labels["severity"], a.Annotations["description"])
+			} else {
+				t.Logf("production alert %s (%s) is %s: %s", a.Labels["alertname"], a.Labels["severity"], a.State, a.Annotations["description"])
+			}
+		}
+	}
+
+	fired := waitFiring(t, api, prom, "PicometerTTFTHigh", 30*time.Second)
+	t.Logf("the live TTFT alert fired:\n%s", fired)
+
+	if err := daemon.stop(t); err != nil {
+		t.Errorf("picometerd did not exit cleanly on SIGTERM: %v", err)
+	}
+	fired = waitFiring(t, api, prom, "PicometerDaemonStale", 30*time.Second)
+	t.Logf("after stopping the daemon, the stale-daemon alert fired:\n%s", fired)
+
+	if err := sidecar.stop(t); err != nil {
+		t.Errorf("picometer-sidecar did not exit cleanly on SIGTERM: %v", err)
+	}
+	fired = waitFiring(t, api, prom, "PicometerSidecarDown", 30*time.Second)
+	t.Logf("after stopping the sidecar, the target-down alert fired:\n%s", fired)
+
+	t.Logf("live check took %v", time.Since(began).Round(time.Second))
+}
+
+// waitFiring polls /api/v1/alerts until the live-test alert name is
+// firing, and returns that alert's JSON (indented) as Prometheus served it.
+func waitFiring(t *testing.T, api promAPI, p *proc, name string, timeout time.Duration) string {
+	t.Helper()
+	var out string
+	waitFor(t, timeout, name+" firing", p, func() error {
+		_, raw, err := api.alerts()
+		if err != nil {
+			return err
+		}
+		var d struct {
+			Alerts []json.RawMessage `json:"alerts"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return err
+		}
+		var states []string
+		for _, a := range d.Alerts {
+			var al promAlert
+			if err := json.Unmarshal(a, &al); err != nil {
+				return err
+			}
+			if al.Labels["alertname"] != name || al.Labels[liveTestLabel] != "true" {
+				continue
+			}
+			if al.State == "firing" {
+				b, _ := json.MarshalIndent(json.RawMessage(a), "  ", "  ")
+				out = "  " + string(b)
+				return nil
+			}
+			states = append(states, al.State)
+		}
+		return fmt.Errorf("%s: states %v", name, states)
+	})
+	return out
+}
+
+// servedModel returns the model id the daemon serves (/v1/models).
+func servedModel(t *testing.T, c *http.Client, addr string) string {
+	t.Helper()
+	resp, err := c.Get("http://" + addr + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.Data) != 1 || m.Data[0].ID == "" {
+		t.Fatalf("/v1/models: %v, %+v", err, m)
+	}
+	return m.Data[0].ID
+}
+
+func firstValue(s []promSample) string {
+	for _, x := range s {
+		if !math.IsNaN(x.Value) {
+			return ", e.g. " + strconv.FormatFloat(x.Value, 'g', 4, 64)
+		}
+	}
+	if len(s) > 0 {
+		return ", all NaN"
+	}
+	return ""
+}
+
+// metricsText is a Prometheus text exposition, one sample per line.
+type metricsText []metricLine
+
+type metricLine struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// sum adds the samples of name whose labels include every pair of match.
+func (m metricsText) sum(name string, match map[string]string) float64 {
+	total := 0.0
+	for _, l := range m {
+		if l.name != name {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && l.labels[k] == v
+		}
+		if ok {
+			total += l.value
+		}
+	}
+	return total
+}
+
+// scrape reads the sidecar's /metrics, checks its Content-Type and parses
+// it (label values here never contain commas or escaped quotes).
+func scrape(c *http.Client, addr string) (metricsText, error) {
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("/metrics: HTTP %d", resp.StatusCode)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		return nil, fmt.Errorf("/metrics Content-Type %q", ct)
+	}
+	return parseExposition(string(body))
+}
+
+// parseExposition parses the sample lines of a text exposition.
+func parseExposition(text string) (metricsText, error) {
+	var out metricsText
+	for i, line := range strings.Split(text, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		l := metricLine{labels: map[string]string{}}
+		rest := line
+		if j := strings.IndexAny(line, "{ "); j >= 0 {
+			l.name, rest = line[:j], line[j:]
+		}
+		if strings.HasPrefix(rest, "{") {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return nil, fmt.Errorf("line %d: unterminated labels: %q", i+1, line)
+			}
+			for _, kv := range strings.Split(rest[1:end], ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					continue
+				}
+				l.labels[k] = strings.Trim(v, `"`)
+			}
+			rest = rest[end+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("line %d: no value: %q", i+1, line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
+		}
+		l.value = v
+		out = append(out, l)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// need returns the value of environment variable env naming an existing
+// file, or skips the test when it is unset or missing — unless
+// PICOMETER_LIVE=1, where that is a failure.
+func need(t *testing.T, what, path string) string {
+	t.Helper()
+	if path != "" {
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+	}
+	msg := fmt.Sprintf("%s not found (%q)", what, path)
+	if os.Getenv("PICOMETER_LIVE") == "1" {
+		t.Fatal(msg + "; PICOMETER_LIVE=1 requires it")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// lookPath finds a program on PATH for need ("" when absent).
+func lookPath(name string) string {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a child process whose output goes to a log file.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+// start runs bin with args, logging to dir/name.log, and registers a
+// cleanup that stops it and, when the test failed, prints its log's tail.
+func start(t *testing.T, dir, name, bin string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Logf("started %s (pid %d): %s %s", name, cmd.Process.Pid, bin, strings.Join(args, " "))
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("---- %s log (last 40 lines) ----\n%s", name, p.tail(40))
+		}
+	})
+	return p
+}
+
+// running reports whether the process has not exited.
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and waits up to 15s, then SIGKILL. It returns the
+// exit error of a process that was still running (nil for a clean exit).
+func (p *proc) stop(t *testing.T) error {
+	t.Helper()
+	if !p.running() {
+		return p.err
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		t.Errorf("%s did not exit 15s after SIGTERM; killing it", p.name)
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	return p.err
+}
+
+func (p *proc) tail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// waitFor polls check every 200ms until it returns nil, the process that
+// must serve it exits, or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, p *proc, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = check(); err == nil {
+			return
+		}
+		if p != nil && !p.running() {
+			t.Fatalf("%s: %s exited (%v) while waiting; log:\n%s", what, p.name, p.err, p.tail(40))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+var errNotYet = errors.New("not yet")
