@@ -1,0 +1,432 @@
+// Package reference is a plain Go Llama forward pass: the numerical oracle
+// the C engine is checked against. It favours being obviously correct over
+// being fast (llama2.c's run.c, in float64): every activation is a float64,
+// every weight is read from the float32 (or widened F16) tensors of a GGUF
+// file as native/gguf parsed it.
+//
+// The model (the same conventions as native/model.h):
+//
+//	x = token_embd[tok]
+//	for each layer:
+//	    h = rmsnorm(x) * attn_norm
+//	    q, k, v = Wq h, Wk h, Wv h        (GQA: n_kv_heads ≤ n_heads key/value heads)
+//	    rope(q), rope(k) at position pos  (adjacent pairs (x[2i], x[2i+1]) of each head,
+//	                                       angle pos·theta^(-2i/head_dim): ggml mode 0)
+//	    append k, v to the cache
+//	    for each head j: attend with query head j over key/value head j/(n_heads/n_kv_heads),
+//	        softmax(q·k_t / sqrt(head_dim)) over t = 0..pos
+//	    x += Wo concat(heads)
+//	    h = rmsnorm(x) * ffn_norm
+//	    x += Wdown (silu(Wgate h) ⊙ Wup h)
+//	logits = output (rmsnorm(x) * output_norm)     (output = token_embd when tied)
+//
+// rmsnorm(x) = x / sqrt(mean(x²) + eps). A weight with GGUF dims [in, out]
+// is a row-major [out][in] matrix.
+//
+// API:
+//
+//	m, err := reference.LoadFile(path)      // or reference.Load(*gguf.File)
+//	s := m.NewState()                       // an empty KV cache, position 0
+//	logits, err := s.Forward(tok)           // run one token, return next-token logits
+//	toks, err := m.Greedy(prompt, n)        // prompt then n argmax tokens (lowest id on ties)
+//	all, err := m.Logits(tokens)            // logits after each token, fresh state
+package reference
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/picometer/picometer/native/gguf"
+)
+
+// Config holds the hyperparameters read from llama.* metadata.
+type Config struct {
+	Dim       int // llama.embedding_length
+	Layers    int // llama.block_count
+	Heads     int // llama.attention.head_count
+	KVHeads   int // llama.attention.head_count_kv (default Heads)
+	HeadDim   int // Dim / Heads
+	FFN       int // llama.feed_forward_length
+	Vocab     int // rows of token_embd
+	Context   int // llama.context_length
+	RMSEps    float64
+	RopeTheta float64
+}
+
+// Layer holds one transformer block's weights (float32, as in the file).
+type Layer struct {
+	AttnNorm []float32 // [Dim]
+	Wq       []float32 // [Heads*HeadDim][Dim]
+	Wk       []float32 // [KVHeads*HeadDim][Dim]
+	Wv       []float32 // [KVHeads*HeadDim][Dim]
+	Wo       []float32 // [Dim][Heads*HeadDim]
+	FFNNorm  []float32 // [Dim]
+	WGate    []float32 // [FFN][Dim]
+	WUp      []float32 // [FFN][Dim]
+	WDown    []float32 // [Dim][FFN]
+}
+
+// Model is a loaded Llama model.
+type Model struct {
+	Config
+	TokEmbd []float32 // [Vocab][Dim]
+	Layers  []Layer
+	OutNorm []float32 // [Dim]
+	Output  []float32 // [Vocab][Dim]; the TokEmbd slice when the file has no output.weight
+	Tied    bool
+}
+
+// LoadFile reads a GGUF file and loads its model.
+func LoadFile(path string) (*Model, error) {
+	f, err := gguf.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(f)
+}
+
+// Load builds the model from a parsed GGUF file, checking the architecture,
+// hyperparameters and every tensor's shape. Weights are copied out of f.
+func Load(f *gguf.File) (*Model, error) {
+	if a, _ := f.Get("general.architecture"); a != "llama" {
+		return nil, fmt.Errorf("reference: general.architecture %v, want llama", a)
+	}
+	var c Config
+	var err error
+	geti := func(key string, def int) int {
+		v, ok := f.Get(key)
+		if !ok {
+			if def < 0 && err == nil {
+				err = fmt.Errorf("reference: missing key %s", key)
+			}
+			return def
+		}
+		n, ok := toInt(v)
+		if (!ok || n < 1) && err == nil {
+			err = fmt.Errorf("reference: %s: %v is not a positive integer", key, v)
+		}
+		return n
+	}
+	getf := func(key string, def float64) float64 {
+		switch v, _ := f.Get(key); x := v.(type) {
+		case float32:
+			return float64(x)
+		case float64:
+			return x
+		}
+		return def
+	}
+	c.Dim = geti("llama.embedding_length", -1)
+	c.Layers = geti("llama.block_count", -1)
+	c.Heads = geti("llama.attention.head_count", -1)
+	c.KVHeads = geti("llama.attention.head_count_kv", c.Heads)
+	c.FFN = geti("llama.feed_forward_length", -1)
+	c.Context = geti("llama.context_length", -1)
+	c.RMSEps = getf("llama.attention.layer_norm_rms_epsilon", 1e-5)
+	c.RopeTheta = getf("llama.rope.freq_base", 10000)
+	if err != nil {
+		return nil, err
+	}
+	if c.Dim%c.Heads != 0 || c.Heads%c.KVHeads != 0 || (c.Dim/c.Heads)%2 != 0 {
+		return nil, fmt.Errorf("reference: dim %d, heads %d, kv heads %d do not make a Llama model",
+			c.Dim, c.Heads, c.KVHeads)
+	}
+	c.HeadDim = c.Dim / c.Heads
+	embd := f.Tensor("token_embd.weight")
+	if embd == nil || len(embd.Dims) != 2 {
+		return nil, fmt.Errorf("reference: tensor token_embd.weight missing or not 2-D")
+	}
+	c.Vocab = int(embd.Dims[1])
+
+	m := &Model{Config: c}
+	get := func(name string, dims ...int) []float32 {
+		if err != nil {
+			return nil
+		}
+		t := f.Tensor(name)
+		if t == nil {
+			err = fmt.Errorf("reference: tensor %s: missing", name)
+			return nil
+		}
+		ok := len(t.Dims) == len(dims)
+		for i := 0; ok && i < len(dims); i++ {
+			ok = t.Dims[i] == uint64(dims[i])
+		}
+		if !ok {
+			err = fmt.Errorf("reference: tensor %s: shape %v want %v", name, t.Dims, dims)
+			return nil
+		}
+		var w []float32
+		w, err = t.Float32s()
+		return w
+	}
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	m.TokEmbd = get("token_embd.weight", c.Dim, c.Vocab)
+	m.Layers = make([]Layer, c.Layers)
+	for l := range m.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		m.Layers[l] = Layer{
+			AttnNorm: get(b+"attn_norm.weight", c.Dim),
+			Wq:       get(b+"attn_q.weight", c.Dim, q),
+			Wk:       get(b+"attn_k.weight", c.Dim, kv),
+			Wv:       get(b+"attn_v.weight", c.Dim, kv),
+			Wo:       get(b+"attn_output.weight", q, c.Dim),
+			FFNNorm:  get(b+"ffn_norm.weight", c.Dim),
+			WGate:    get(b+"ffn_gate.weight", c.Dim, c.FFN),
+			WUp:      get(b+"ffn_up.weight", c.Dim, c.FFN),
+			WDown:    get(b+"ffn_down.weight", c.FFN, c.Dim),
+		}
+	}
+	m.OutNorm = get("output_norm.weight", c.Dim)
+	if f.Tensor("output.weight") != nil {
+		m.Output = get("output.weight", c.Dim, c.Vocab)
+	} else {
+		m.Output, m.Tied = m.TokEmbd, true
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func toInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int(x), true
+	case int8:
+		return int(x), true
+	case uint16:
+		return int(x), true
+	case int16:
+		return int(x), true
+	case uint32:
+		return int(x), true
+	case int32:
+		return int(x), true
+	case uint64:
+		return int(x), x <= math.MaxInt32
+	case int64:
+		return int(x), x >= math.MinInt32 && x <= math.MaxInt32
+	}
+	return 0, false
+}
+
+// State is one sequence being decoded: its position and KV cache.
+type State struct {
+	m   *Model
+	Pos int // tokens run so far: the position of the next token
+
+	kCache, vCache [][]float64 // [Layers][Context][KVHeads*HeadDim]
+	// scratch
+	x, h, q, k, v, att, hb, gate, up, scores []float64
+}
+
+// NewState returns an empty sequence (position 0).
+func (m *Model) NewState() *State {
+	c := m.Config
+	kv := c.KVHeads * c.HeadDim
+	s := &State{m: m,
+		kCache: make([][]float64, c.Layers), vCache: make([][]float64, c.Layers),
+		x: make([]float64, c.Dim), h: make([]float64, c.Dim),
+		q: make([]float64, c.Heads*c.HeadDim), k: make([]float64, kv), v: make([]float64, kv),
+		att: make([]float64, c.Heads*c.HeadDim), hb: make([]float64, c.Dim),
+		gate: make([]float64, c.FFN), up: make([]float64, c.FFN), scores: make([]float64, c.Context),
+	}
+	for l := range s.kCache {
+		s.kCache[l] = make([]float64, c.Context*kv)
+		s.vCache[l] = make([]float64, c.Context*kv)
+	}
+	return s
+}
+
+// Forward runs token tok at position s.Pos, appends its keys and values to
+// the cache, advances s.Pos, and returns the logits for the next token
+// (float64 arithmetic, rounded to float32 at the end).
+func (s *State) Forward(tok int32) ([]float32, error) {
+	m, c := s.m, s.m.Config
+	if tok < 0 || int(tok) >= c.Vocab {
+		return nil, fmt.Errorf("reference: token %d not in 0..%d", tok, c.Vocab-1)
+	}
+	if s.Pos >= c.Context {
+		return nil, fmt.Errorf("reference: position %d is past the context length %d", s.Pos, c.Context)
+	}
+	pos, hd, kv := s.Pos, c.HeadDim, c.KVHeads*c.HeadDim
+	x := s.x
+	for i := range x {
+		x[i] = float64(m.TokEmbd[int(tok)*c.Dim+i])
+	}
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		// attention
+		rmsnorm(s.h, x, L.AttnNorm, c.RMSEps)
+		matmul(s.q, L.Wq, s.h)
+		matmul(s.k, L.Wk, s.h)
+		matmul(s.v, L.Wv, s.h)
+		rope(s.q, pos, hd, c.RopeTheta)
+		rope(s.k, pos, hd, c.RopeTheta)
+		copy(s.kCache[l][pos*kv:], s.k)
+		copy(s.vCache[l][pos*kv:], s.v)
+		group := c.Heads / c.KVHeads
+		for j := 0; j < c.Heads; j++ {
+			qh := s.q[j*hd : (j+1)*hd]
+			kvOff := (j / group) * hd
+			sc := s.scores[:pos+1]
+			for t := range sc {
+				kt := s.kCache[l][t*kv+kvOff : t*kv+kvOff+hd]
+				sc[t] = dot(qh, kt) / math.Sqrt(float64(hd))
+			}
+			softmax(sc)
+			out := s.att[j*hd : (j+1)*hd]
+			clear(out)
+			for t, p := range sc {
+				vt := s.vCache[l][t*kv+kvOff : t*kv+kvOff+hd]
+				for i := range out {
+					out[i] += p * vt[i]
+				}
+			}
+		}
+		matmul(s.hb, L.Wo, s.att)
+		for i := range x {
+			x[i] += s.hb[i]
+		}
+		// feed-forward
+		rmsnorm(s.h, x, L.FFNNorm, c.RMSEps)
+		matmul(s.gate, L.WGate, s.h)
+		matmul(s.up, L.WUp, s.h)
+		for i := range s.gate {
+			g := s.gate[i]
+			s.gate[i] = g / (1 + math.Exp(-g)) * s.up[i] // silu(g) * up
+		}
+		matmul(s.hb, L.WDown, s.gate)
+		for i := range x {
+			x[i] += s.hb[i]
+		}
+	}
+	rmsnorm(s.h, x, m.OutNorm, c.RMSEps)
+	logits := make([]float64, c.Vocab)
+	matmul(logits, m.Output, s.h)
+	s.Pos++
+	out := make([]float32, c.Vocab)
+	for i, v := range logits {
+		out[i] = float32(v)
+	}
+	return out, nil
+}
+
+// Logits runs tokens through a fresh state and returns the logits after
+// each one.
+func (m *Model) Logits(tokens []int32) ([][]float32, error) {
+	s := m.NewState()
+	all := make([][]float32, len(tokens))
+	for i, tok := range tokens {
+		var err error
+		if all[i], err = s.Forward(tok); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
+}
+
+// Greedy runs prompt (at least one token) through a fresh state, then
+// generates n tokens, each the argmax of the previous logits, and returns
+// them. It stops early, without error, at the context limit.
+func (m *Model) Greedy(prompt []int32, n int) ([]int32, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("reference: empty prompt")
+	}
+	s := m.NewState()
+	var logits []float32
+	for _, tok := range prompt {
+		var err error
+		if logits, err = s.Forward(tok); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]int32, 0, n)
+	for len(out) < n {
+		tok := Argmax(logits)
+		out = append(out, tok)
+		if len(out) == n || s.Pos >= m.Context {
+			break
+		}
+		var err error
+		if logits, err = s.Forward(tok); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Argmax returns the index of the largest logit, the lowest on ties.
+func Argmax(logits []float32) int32 {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// rmsnorm sets out = x / sqrt(mean(x²) + eps) * w.
+func rmsnorm(out, x []float64, w []float32, eps float64) {
+	ss := 0.0
+	for _, v := range x {
+		ss += v * v
+	}
+	scale := 1 / math.Sqrt(ss/float64(len(x))+eps)
+	for i, v := range x {
+		out[i] = v * scale * float64(w[i])
+	}
+}
+
+// matmul sets out = W x for a row-major W of len(out) rows of len(x).
+func matmul(out []float64, w []float32, x []float64) {
+	n := len(x)
+	for r := range out {
+		row := w[r*n : (r+1)*n]
+		sum := 0.0
+		for c, v := range row {
+			sum += float64(v) * x[c]
+		}
+		out[r] = sum
+	}
+}
+
+// rope rotates each adjacent pair (x[2i], x[2i+1]) of each head of size hd
+// by the angle pos * theta^(-2i/hd).
+func rope(x []float64, pos, hd int, theta float64) {
+	for h := 0; h < len(x); h += hd {
+		for i := 0; i < hd/2; i++ {
+			angle := float64(pos) * math.Pow(theta, -2*float64(i)/float64(hd))
+			sin, cos := math.Sincos(angle)
+			a, b := x[h+2*i], x[h+2*i+1]
+			x[h+2*i] = a*cos - b*sin
+			x[h+2*i+1] = a*sin + b*cos
+		}
+	}
+}
+
+func dot(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// softmax replaces x by exp(x - max) / sum.
+func softmax(x []float64) {
+	max := math.Inf(-1)
+	for _, v := range x {
+		max = math.Max(max, v)
+	}
+	sum := 0.0
+	for i, v := range x {
+		x[i] = math.Exp(v - max)
+		sum += x[i]
+	}
+	for i := range x {
+		x[i] /= sum
+	}
+}
