@@ -3,6 +3,7 @@ package alerts
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -108,7 +109,7 @@ func histogram(id string, le float64, ls ...[]KV) []InputSeries {
 	return out
 }
 
-var inf = func() float64 { var z float64; return 1 / z }()
+var inf = math.Inf(1)
 
 func formatLE(b float64) string {
 	if b == inf {

@@ -74,6 +74,11 @@ func TestOverviewVariables(t *testing.T) {
 	}
 }
 
+// grafanaUnits are the built-in Grafana unit ids the dashboards use
+// (Grafana's valueFormats registry): seconds, requests/s, 0..1 as percent,
+// plain numbers with SI suffixes, booleans as Yes/No.
+var grafanaUnits = map[string]bool{"s": true, "reqps": true, "percentunit": true, "short": true, "bool_yes_no": true}
+
 // Every panel is importable: a known type, a unit, a description, the
 // datasource variable, queries with unique refIds, and a place on the grid
 // that overlaps no other panel.
@@ -117,6 +122,8 @@ func TestOverviewPanels(t *testing.T) {
 		}
 		if p.FieldConfig == nil || p.FieldConfig.Defaults.Unit == "" {
 			t.Errorf("%q: no fieldConfig.defaults.unit", p.Title)
+		} else if u := p.FieldConfig.Defaults.Unit; !grafanaUnits[u] && !strings.HasPrefix(u, "suffix:") {
+			t.Errorf("%q: unit %q is not a Grafana unit id used here nor a suffix: custom unit", p.Title, u)
 		}
 		if p.Datasource == nil || p.Datasource.Type != "prometheus" || p.Datasource.UID != "${datasource}" {
 			t.Errorf("%q: datasource %+v", p.Title, p.Datasource)
