@@ -2,8 +2,29 @@
 
 package native
 
+/*
+#include <stdlib.h>
+#include "engine.h"
+
+// The engine keeps no Go pointer and never calls back into Go.
+#cgo noescape pm_engine_step
+#cgo nocallback pm_engine_step
+#cgo noescape pm_engine_submit
+#cgo nocallback pm_engine_submit
+#cgo noescape pm_engine_cancel
+#cgo nocallback pm_engine_cancel
+#cgo noescape pm_engine_load
+#cgo nocallback pm_engine_load
+#cgo noescape pm_engine_take_steps
+#cgo nocallback pm_engine_take_steps
+#cgo noescape pm_engine_score
+#cgo nocallback pm_engine_score
+*/
+import "C"
+
 import (
-	"errors"
+	"strconv"
+	"unsafe"
 
 	"github.com/picometer/picometer/schema"
 )
@@ -11,31 +32,141 @@ import (
 // Engine is a loaded model with its slots, KV cache, waiting queue and
 // metrics. One goroutine owns it (see the package doc).
 //
-// PLACEHOLDER: the C engine is being written; every method below states the
-// contract its implementation keeps.
-type Engine struct{}
+// Outputs, tokens and stats returned by its methods live in memory the C
+// engine allocated at Open (Go slices point into it), so serving allocates
+// nothing per step; they stay valid until the next call on the Engine.
+type Engine struct {
+	c    *C.pm_engine
+	info ModelInfo
+	cfg  Config
 
-var errTODO = errors.New("native: engine not implemented yet")
+	outs        []Output           // Step's result, cap BMax
+	stats       []RequestStats     // Step's finished stats, [BMax]
+	cancelStats RequestStats       // Cancel's result
+	steps       []C.pm_step_record // Snapshot's buffer, [StepRing]
+}
+
+var errClosed = &Error{Status: StatusState, Msg: "engine is closed"}
 
 // Open loads the GGUF model at path and allocates everything the engine
 // will ever use (slots, KV cache, waiting queue, scratch, step ring) for
 // cfg, which is validated first. Errors name the problem (file, field,
 // tensor).
-func Open(path string, cfg Config) (*Engine, error) { return nil, errTODO }
+func Open(path string, cfg Config) (*Engine, error) {
+	if cfg.Kernel == "" {
+		cfg.Kernel = "auto"
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, &Error{Status: StatusArg, Msg: err.Error()}
+	}
+	cc := C.pm_engine_config{
+		b_max:         C.int32_t(cfg.BMax),
+		spec_k:        C.int32_t(cfg.SpecK),
+		prefill_chunk: C.int32_t(cfg.PrefillChunk),
+		block_size:    C.int32_t(cfg.BlockSize),
+		kv_blocks:     C.int32_t(cfg.KVBlocks),
+		max_waiting:   C.int32_t(cfg.MaxWaiting),
+		threads:       C.int32_t(cfg.Threads),
+		step_ring:     C.int32_t(cfg.StepRing),
+		kernel:        C.PM_KERNEL_AUTO,
+	}
+	if cfg.NoMetrics {
+		cc.no_metrics = 1
+	}
+	switch cfg.Kernel {
+	case "avx2":
+		cc.kernel = C.PM_KERNEL_AVX2
+	case "portable":
+		cc.kernel = C.PM_KERNEL_PORTABLE
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg [512]C.char
+	var ce *C.pm_engine
+	if rc := C.pm_engine_open(cpath, &cc, &ce, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
+		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	}
+	e := &Engine{c: ce}
+	C.pm_engine_get_config(ce, &cc)
+	e.cfg = Config{
+		BMax:         int(cc.b_max),
+		SpecK:        int(cc.spec_k),
+		PrefillChunk: int(cc.prefill_chunk),
+		BlockSize:    int(cc.block_size),
+		KVBlocks:     int(cc.kv_blocks),
+		MaxWaiting:   int(cc.max_waiting),
+		Threads:      int(cc.threads),
+		StepRing:     int(cc.step_ring),
+		NoMetrics:    cc.no_metrics != 0,
+		Kernel:       cfg.Kernel,
+	}
+	e.info = modelFile((*C.pm_model)(unsafe.Pointer(C.pm_engine_model(ce)))).Info
+	e.info.Kernel = C.GoString(C.pm_engine_kernel_name(ce))
+	e.outs = make([]Output, 0, e.cfg.BMax)
+	e.stats = make([]RequestStats, e.cfg.BMax)
+	e.steps = make([]C.pm_step_record, e.cfg.StepRing)
+	return e, nil
+}
 
 // Info describes the loaded model.
-func (e *Engine) Info() ModelInfo { return ModelInfo{} }
+func (e *Engine) Info() ModelInfo { return e.info }
 
 // Config returns the effective configuration (defaults resolved, KVBlocks
 // computed when it was 0).
-func (e *Engine) Config() Config { return Config{} }
+func (e *Engine) Config() Config { return e.cfg }
+
+func (e *Engine) fail(rc C.int) error {
+	return &Error{Status: Status(rc), Msg: C.GoString(C.pm_engine_errmsg(e.c))}
+}
 
 // Submit copies prompt and p into the waiting queue and returns the
 // request's id. It fails with ErrQueueFull when MaxWaiting requests are
 // already waiting, and with ErrArg (message naming the argument) for an empty
 // prompt, a prompt of ContextLength tokens or more, a token outside the
 // vocabulary, MaxTokens < 1, or out-of-range sampling parameters.
-func (e *Engine) Submit(prompt []int32, p Params) (ID, error) { return 0, errTODO }
+//
+// When no request waits and a slot and KV blocks are free, the request is
+// admitted into a slot at once (AdmittedNS is then the Submit time); so
+// MaxWaiting 0 means "no queue": Submit fails while every slot is busy.
+func (e *Engine) Submit(prompt []int32, p Params) (ID, error) {
+	if e.c == nil {
+		return 0, errClosed
+	}
+	if len(p.StopTokens) > C.PM_MAX_STOP {
+		return 0, &Error{Status: StatusArg, Msg: "stop: " + strconv.Itoa(len(p.StopTokens)) + " tokens, at most 16"}
+	}
+	cp := C.pm_params{
+		max_tokens:  C.int32_t(clampInt32(p.MaxTokens)),
+		temperature: C.float(p.Temperature),
+		top_k:       C.int32_t(clampInt32(p.TopK)),
+		top_p:       C.float(p.TopP),
+		seed:        C.uint64_t(p.Seed),
+		n_stop:      C.int32_t(len(p.StopTokens)),
+		arrival_ns:  C.int64_t(p.ArrivalNS),
+	}
+	for i, t := range p.StopTokens {
+		cp.stop[i] = C.int32_t(t)
+	}
+	var ptr *C.int32_t
+	if len(prompt) > 0 {
+		ptr = (*C.int32_t)(unsafe.Pointer(&prompt[0]))
+	}
+	var id C.uint64_t
+	if rc := C.pm_engine_submit(e.c, ptr, C.int32_t(clampInt32(len(prompt))), &cp, &id); rc != C.PM_OK {
+		return 0, e.fail(rc)
+	}
+	return ID(id), nil
+}
+
+func clampInt32(n int) int {
+	switch {
+	case n > 1<<31-1:
+		return 1<<31 - 1
+	case n < -1<<31:
+		return -1 << 31
+	}
+	return n
+}
 
 // Step runs one scheduler iteration: admit waiting requests into free
 // slots, run at most one prefill chunk per prefilling slot, then one decode
@@ -45,21 +176,236 @@ func (e *Engine) Submit(prompt []int32, p Params) (ID, error) { return 0, errTOD
 // points to belong to the engine and are valid until the next call. With
 // nothing to do it returns (nil, nil) at once. An error means the engine
 // failed and cannot continue.
-func (e *Engine) Step() ([]Output, error) { return nil, errTODO }
+func (e *Engine) Step() ([]Output, error) {
+	if e.c == nil {
+		return nil, errClosed
+	}
+	var outs *C.pm_output
+	var n C.int32_t
+	if rc := C.pm_engine_step(e.c, &outs, &n); rc != C.PM_OK {
+		return nil, e.fail(rc)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	e.outs = e.outs[:0]
+	for i, o := range unsafe.Slice(outs, int(n)) {
+		out := Output{
+			ID:     ID(o.id),
+			Tokens: unsafe.Slice((*int32)(unsafe.Pointer(o.tokens)), int(o.n_tokens)),
+		}
+		if o.finish != C.PM_FINISH_NONE {
+			out.Finish = finishName(o.finish)
+			out.Stats = &e.stats[i]
+			fillStats(out.Stats, o.stats)
+		}
+		e.outs = append(e.outs, out)
+	}
+	return e.outs, nil
+}
+
+func finishName(f C.int32_t) string {
+	switch f {
+	case C.PM_FINISH_STOP:
+		return FinishStop
+	case C.PM_FINISH_LENGTH:
+		return FinishLength
+	case C.PM_FINISH_ABORT:
+		return FinishAbort
+	}
+	return ""
+}
+
+func fillStats(s *RequestStats, c *C.pm_request_stats) {
+	*s = RequestStats{
+		ArrivalNS:        int64(c.arrival_ns),
+		AdmittedNS:       int64(c.admitted_ns),
+		FirstTokenNS:     int64(c.first_token_ns),
+		LastTokenNS:      int64(c.last_token_ns),
+		FinishNS:         int64(c.finish_ns),
+		PromptTokens:     int(c.prompt_tokens),
+		PrefillTokens:    int(c.prefill_tokens),
+		DecodeTokens:     int(c.decode_tokens),
+		CompletionTokens: int(c.completion_tokens),
+		DraftTokens:      int(c.draft_tokens),
+		AcceptedTokens:   int(c.accepted_tokens),
+		Preemptions:      int(c.preemptions),
+		Finish:           finishName(c.finish),
+	}
+	if c.n_emit > 0 && c.emit_ns != nil {
+		s.EmitNS = unsafe.Slice((*int64)(unsafe.Pointer(c.emit_ns)), int(c.n_emit))
+	}
+}
 
 // Cancel removes a waiting or running request, frees its slot and KV
 // blocks, and returns its stats with Finish = FinishAbort (engine-owned,
 // valid until the next call). ErrNotFound if id is unknown or finished.
-func (e *Engine) Cancel(id ID) (*RequestStats, error) { return nil, errTODO }
+func (e *Engine) Cancel(id ID) (*RequestStats, error) {
+	if e.c == nil {
+		return nil, errClosed
+	}
+	var st *C.pm_request_stats
+	if rc := C.pm_engine_cancel(e.c, C.uint64_t(id), &st); rc != C.PM_OK {
+		return nil, e.fail(rc)
+	}
+	fillStats(&e.cancelStats, st)
+	return &e.cancelStats, nil
+}
 
 // Load returns the requests in slots and the requests waiting.
-func (e *Engine) Load() (running, waiting int) { return 0, 0 }
+func (e *Engine) Load() (running, waiting int) {
+	if e.c == nil {
+		return 0, 0
+	}
+	var r, w C.int32_t
+	C.pm_engine_load(e.c, &r, &w)
+	return int(r), int(w)
+}
 
 // Snapshot writes the engine's cumulative MLC-LLM-style metrics and live
 // gauges into dst, and replaces dst.Steps with the step records since the
 // previous snapshot (clearing the ring). It leaves dst.EventsDropped alone:
 // that counter belongs to the daemon's emitter.
-func (e *Engine) Snapshot(dst *schema.EngineBody) {}
+//
+// Units and definitions: time sums are seconds. EngineDecodeTimeSum is all
+// time spent producing decode tokens — decode, draft and verify steps, as in
+// MLC-LLM — and EngineDraftTimeSum/EngineVerifyTimeSum are its speculative
+// parts. Decode/Draft/VerifyTimeByBatchSize are MLC's TimeCost: the first
+// step of each batch size is discarded as warm-up (as MLC does), so Count
+// is one less than the steps of that size that ran. Prompt and completion
+// token sums grow when a request finishes (aborted ones included); prefill
+// and decode token sums grow every step. dst's slices are reused.
+func (e *Engine) Snapshot(dst *schema.EngineBody) {
+	if e.c == nil {
+		return
+	}
+	m := C.pm_engine_metrics_get(e.c)
+	sec := func(ns C.int64_t) float64 { return float64(ns) / 1e9 }
+	dst.EnginePrefillTimeSum = sec(m.prefill_ns)
+	dst.EngineDecodeTimeSum = sec(m.decode_ns)
+	dst.EngineDraftTimeSum = sec(m.draft_ns)
+	dst.EngineVerifyTimeSum = sec(m.verify_ns)
+	dst.EngineJumpForwardTimeSum = 0
+	dst.PromptTokensSum = int64(m.prompt_tokens)
+	dst.CompletionTokensSum = int64(m.completion_tokens)
+	dst.PrefillTokensSum = int64(m.prefill_tokens)
+	dst.DecodeTokensSum = int64(m.decode_tokens)
+	dst.JumpForwardTokensSum = 0
+	dst.PrefillTokensPerS = rate(dst.PrefillTokensSum, dst.EnginePrefillTimeSum)
+	dst.DecodeTokensPerS = rate(dst.DecodeTokensSum, dst.EngineDecodeTimeSum)
+	dst.LastFinishedRequest = schema.MLCRequestMetrics{}
+	if m.has_last != 0 {
+		var s RequestStats
+		fillStats(&s, &m.last_finished)
+		s.EmitNS = nil
+		dst.LastFinishedRequest = mlcMetrics(&s)
+	}
+	if e.cfg.SpecK > 0 {
+		if dst.SpecDecode == nil {
+			dst.SpecDecode = &schema.SpecDecode{}
+		}
+		sd := dst.SpecDecode
+		sd.DraftCount, sd.AcceptCount = sd.DraftCount[:0], sd.AcceptCount[:0]
+		for i := 0; i < e.cfg.SpecK; i++ {
+			sd.DraftCount = append(sd.DraftCount, int64(m.draft_count[i]))
+			sd.AcceptCount = append(sd.AcceptCount, int64(m.accept_count[i]))
+		}
+	} else {
+		dst.SpecDecode = nil
+	}
+	dst.DecodeTimeByBatchSize = timeCosts(dst.DecodeTimeByBatchSize, m.decode_by_bs[:e.cfg.BMax+1])
+	dst.DraftTimeByBatchSize = timeCosts(dst.DraftTimeByBatchSize, m.draft_by_bs[:e.cfg.BMax+1])
+	dst.VerifyTimeByBatchSize = timeCosts(dst.VerifyTimeByBatchSize, m.verify_by_bs[:e.cfg.BMax+1])
+	var n C.int32_t
+	C.pm_engine_take_steps(e.c, &e.steps[0], C.int32_t(len(e.steps)), &n)
+	dst.Steps = dst.Steps[:0]
+	for _, r := range e.steps[:n] {
+		dst.Steps = append(dst.Steps, schema.StepRecord{
+			Phase:      phaseName(r.phase),
+			BatchSize:  int(r.batch_size),
+			Tokens:     int(r.tokens),
+			DurationUS: int64(r.duration_ns) / 1000,
+		})
+	}
+	if dst.Steps == nil {
+		dst.Steps = []schema.StepRecord{}
+	}
+	dst.Preemptions = int64(m.preemptions)
+	dst.RequestsFinished = int64(m.requests_finished)
+	dst.StepsDropped = int64(m.steps_dropped)
+	dst.Running = int(m.running)
+	dst.Waiting = int(m.waiting)
+	dst.Slots = int(m.slots)
+	dst.KVBlocksUsed = int(m.kv_blocks_used)
+	dst.KVBlocksTotal = int(m.kv_blocks_total)
+	dst.KVCacheUsage = 0
+	if m.kv_blocks_total > 0 {
+		dst.KVCacheUsage = float64(m.kv_blocks_used) / float64(m.kv_blocks_total)
+	}
+}
+
+func rate(tokens int64, seconds float64) float64 {
+	if tokens == 0 || seconds <= 0 {
+		return 0
+	}
+	return float64(tokens) / seconds
+}
+
+// mlcMetrics is a request's MLC-LLM RequestMetrics, computed by schema from
+// the same fields a request event carries.
+func mlcMetrics(s *RequestStats) schema.MLCRequestMetrics {
+	var b schema.RequestBody
+	s.Wire(&b)
+	return b.MLCMetrics()
+}
+
+func timeCosts(dst schema.TimeByBatchSize, src []C.pm_time_cost) schema.TimeByBatchSize {
+	dst = dst[:0]
+	for _, c := range src {
+		dst = append(dst, schema.TimeCost{Count: int64(c.count), Sum: float64(c.sum_ns) / 1e9})
+	}
+	return dst
+}
+
+func phaseName(p C.int32_t) string {
+	switch p {
+	case C.PM_PHASE_PREFILL:
+		return schema.PhasePrefill
+	case C.PM_PHASE_DECODE:
+		return schema.PhaseDecode
+	case C.PM_PHASE_DRAFT:
+		return schema.PhaseDraft
+	case C.PM_PHASE_VERIFY:
+		return schema.PhaseVerify
+	}
+	return "unknown"
+}
 
 // Close frees everything. The Engine must not be used afterwards.
-func (e *Engine) Close() error { return nil }
+func (e *Engine) Close() error {
+	if e.c != nil {
+		C.pm_engine_free(e.c)
+		e.c = nil
+	}
+	return nil
+}
+
+// score runs tokens through the model in one slot of an idle engine and
+// returns the logits of every position ([len(tokens)][vocab]), computed by
+// the same forward pass that serves requests. Tests compare it with the
+// reference implementation.
+func (e *Engine) score(tokens []int32) ([]float32, error) {
+	if e.c == nil {
+		return nil, errClosed
+	}
+	if len(tokens) == 0 {
+		return nil, &Error{Status: StatusArg, Msg: "score: no tokens"}
+	}
+	out := make([]float32, len(tokens)*e.info.Vocab)
+	rc := C.pm_engine_score(e.c, (*C.int32_t)(unsafe.Pointer(&tokens[0])), C.int32_t(clampInt32(len(tokens))),
+		(*C.float)(unsafe.Pointer(&out[0])))
+	if rc != C.PM_OK {
+		return nil, e.fail(rc)
+	}
+	return out, nil
+}

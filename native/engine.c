@@ -1,0 +1,1612 @@
+/*
+ * engine.c: picometer's continuous-batching Llama engine.
+ *
+ * B_max slots share one paged KV cache. Every step admits waiting requests
+ * into free slots, runs at most one prefill chunk per prefilling slot, then
+ * one forward over every decoding slot: a plain decode row each, or (with
+ * n-gram speculation) the last token plus up to spec_k draft tokens, verified
+ * in that same forward and rolled back where rejected. All rows of a forward
+ * go through batch-invariant kernels (kernels.h), so a request's tokens do
+ * not depend on what else is batched with it, nor on whether its logits came
+ * from a prefill, decode or verify row.
+ *
+ * Sections: model · kernels · batch/scheduler · sampler · metrics · API.
+ * Memory: everything is allocated by engine_build at create time (each
+ * build_* paired with a free_*); the step loop allocates nothing.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+
+/* n-gram lookup: the longest suffix of the context (at most NGRAM_MAX tokens,
+ * at least NGRAM_MIN) that occurred before; the tokens after it are the draft. */
+#define NGRAM_MAX 8
+#define NGRAM_MIN 1
+
+/* Most rows of one forward pass (prefill rows beyond it run in several
+ * forwards of the same step; results do not change, kernels are invariant). */
+#define FORWARD_ROWS_CAP 256
+
+enum { REQ_FREE = 0, REQ_WAITING, REQ_RUNNING, REQ_RETIRED };
+enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_DECODE };
+
+/* One request, from Submit until the call after it finished. */
+typedef struct {
+	uint64_t id;
+	int32_t state; /* REQ_* */
+	int32_t slot;  /* while running, else -1 */
+	pm_params p;
+	int32_t *seq;  /* [ctx] prompt, then output tokens */
+	int32_t n_seq;
+	int64_t *emit; /* [ctx] end time of every emitting step */
+	pm_request_stats st;
+	uint64_t rng[4]; /* xoshiro256** state, seeded from p.seed */
+} req;
+
+/* One slot of the batch. */
+typedef struct {
+	int32_t req;         /* request index, -1 when free */
+	int32_t state;       /* SLOT_* */
+	int32_t n_kv;        /* positions 0..n_kv-1 hold this request's K/V */
+	int32_t prefill_end; /* prefill covers seq[0..prefill_end) */
+	int32_t n_blocks;    /* entries of table in use */
+	int32_t *table;      /* [blocks_per_slot] KV block of positions b*bs.. */
+	int64_t admit_order; /* larger = admitted more recently */
+	/* per step */
+	int32_t draft[PM_MAX_SPEC_K];
+	int32_t n_draft;
+	int32_t row0;      /* first row of this slot in the forward */
+	int32_t pf_start;  /* first position prefilled this step */
+	int32_t emit0;     /* seq index of the first token emitted this step */
+	int32_t n_emitted; /* tokens emitted this step */
+	int32_t fin;       /* finish reason caused this step */
+	int32_t busy;      /* 1 = took part in this step's prefill */
+} slot;
+
+/* A parallel job: fn(e, arg, t, nt) is run by threads t = 0..nt-1. */
+typedef void (*job_fn)(struct pm_engine *e, const void *arg, int t, int nt);
+
+struct pm_engine {
+	char err[PM_ERRMSG_MAX];
+	pm_engine_config cfg;
+	const pm_model *m;
+	pm_model owned_model; /* pm_engine_open's model */
+	int owns_model;
+	const pm_kernels *k;
+
+	/* model shape */
+	int dim, n_layers, n_heads, n_kv_heads, hd, qdim, kvdim, ffn, vocab, ctx;
+	float attn_scale;
+
+	/* RoPE tables */
+	float *rope_cos; /* [ctx][hd/2] */
+	float *rope_sin; /* [ctx][hd/2] */
+
+	/* paged KV cache */
+	int bs;              /* tokens per block */
+	int n_blocks;        /* blocks in total */
+	int blocks_per_slot; /* ceil(ctx/bs) */
+	float *kcache;       /* [n_layers][n_blocks][bs][kvdim] */
+	float *vcache;       /* [n_layers][n_blocks][bs][kvdim] */
+	int32_t *free_blocks; /* [n_blocks] stack of free block ids */
+	int32_t n_free;
+
+	/* slots and requests */
+	slot *slots;          /* [b_max] */
+	int32_t *tables;      /* [b_max][blocks_per_slot] */
+	req *reqs;            /* [n_reqs] = max_waiting + b_max */
+	int32_t n_reqs;
+	int32_t *req_tokens;  /* [n_reqs][ctx] backing req.seq */
+	int64_t *req_emit;    /* [n_reqs][ctx] backing req.emit */
+	int32_t *free_reqs;   /* [n_reqs] stack */
+	int32_t n_free_reqs;
+	int32_t *wait;        /* [n_reqs] ring of waiting request indices */
+	int32_t wait_head, n_waiting;
+	int32_t *retired;     /* [n_reqs] finished last call, freed on the next */
+	int32_t n_retired;
+	int32_t n_running;
+	uint64_t next_id;
+	int64_t admit_counter;
+
+	/* forward scratch */
+	int max_rows;       /* rows of one forward */
+	int max_logit_rows; /* rows whose logits one forward computes */
+	float *x;           /* [max_rows][dim] residual stream */
+	float *xb;          /* [max_rows][dim] normed input / projection output */
+	float *q;           /* [max_rows][qdim] */
+	float *kr;          /* [max_rows][kvdim] */
+	float *vr;          /* [max_rows][kvdim] */
+	float *att;         /* [max_rows][qdim] attention output */
+	float *hb;          /* [max_rows][ffn] gate, then swiglu */
+	float *hb2;         /* [max_rows][ffn] up */
+	float *lx;          /* [max_logit_rows][dim] final-normed rows */
+	float *logits;      /* [max_logit_rows][vocab] */
+	float *att_scratch; /* [threads][heads per kv head][ctx] scores */
+	int32_t *row_tok;   /* [max_rows] */
+	int32_t *row_pos;   /* [max_rows] */
+	int32_t *row_slot;  /* [max_rows] */
+	int32_t *logit_row; /* [max_logit_rows] rows whose logits are wanted */
+	int32_t *order;     /* [b_max] slots of the current phase */
+
+	/* sampler scratch */
+	float *sp;     /* [vocab] probabilities */
+	int32_t *sidx; /* [vocab] token ids */
+
+	/* outputs of the current call */
+	pm_output *outs; /* [b_max] */
+	int32_t n_outs;
+
+	/* metrics */
+	pm_engine_metrics met;
+	pm_step_record *ring; /* [step_ring] */
+	int32_t ring_head, ring_n;
+
+	/* thread pool (threads > 1) */
+	pthread_t *workers; /* [threads-1] */
+	int n_workers;      /* started */
+	pthread_mutex_t mu;
+	pthread_cond_t cv_go, cv_done;
+	int sync_ok;
+	job_fn job;
+	const void *job_arg;
+	uint64_t job_gen;
+	int job_pending;
+	int quit;
+};
+
+static int seterr(pm_engine *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int seterr(pm_engine *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->err, sizeof e->err, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int64_t pm_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ============================================================================
+ * model: shape checks, RoPE tables, the forward pass over a ragged batch
+ */
+
+static int check_model(pm_engine *e, const pm_model *m)
+{
+	if (m->dim < 1 || m->n_layers < 1 || m->n_layers > PM_MAX_LAYERS || m->n_heads < 1 ||
+	    m->n_kv_heads < 1 || m->head_dim < 2 || m->ffn_dim < 1 || m->vocab < 1 || m->ctx_len < 2)
+		return seterr(e, PM_ERR_MODEL,
+			      "model: bad shape (dim %d, layers %d, heads %d/%d, head_dim %d, ffn %d, "
+			      "vocab %d, context %d)",
+			      m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->ffn_dim,
+			      m->vocab, m->ctx_len);
+	if (m->head_dim % 2 != 0)
+		return seterr(e, PM_ERR_MODEL, "model: head_dim %d is odd (RoPE rotates pairs)",
+			      m->head_dim);
+	if (m->n_heads % m->n_kv_heads != 0)
+		return seterr(e, PM_ERR_MODEL, "model: %d heads are not a multiple of %d KV heads",
+			      m->n_heads, m->n_kv_heads);
+	if ((int64_t)m->n_heads * m->head_dim > (1 << 24) || m->dim > (1 << 24) ||
+	    m->ffn_dim > (1 << 26) || m->vocab > (1 << 24) || m->ctx_len > (1 << 22))
+		return seterr(e, PM_ERR_MODEL, "model: dimensions too large for this engine");
+	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0))
+		return seterr(e, PM_ERR_MODEL, "model: bad rms_eps %g or rope_theta %g",
+			      (double)m->rms_eps, (double)m->rope_theta);
+	if (!m->tok_embd || !m->out_norm || !m->output)
+		return seterr(e, PM_ERR_MODEL, "model: missing token_embd, output_norm or output");
+	for (int l = 0; l < m->n_layers; l++) {
+		const pm_layer *L = &m->layers[l];
+		if (!L->attn_norm || !L->wq || !L->wk || !L->wv || !L->wo || !L->ffn_norm ||
+		    !L->w_gate || !L->w_up || !L->w_down)
+			return seterr(e, PM_ERR_MODEL, "model: layer %d is missing a tensor", l);
+	}
+	if (m->eos_id >= m->vocab || m->bos_id >= m->vocab)
+		return seterr(e, PM_ERR_MODEL, "model: eos %d or bos %d outside vocabulary %d",
+			      (int)m->eos_id, (int)m->bos_id, m->vocab);
+	return PM_OK;
+}
+
+/* RoPE (ggml mode 0): pair (x[2i], x[2i+1]) of a head at position p turns by
+ * p * theta^(-2i/hd). */
+static void build_rope(pm_engine *e)
+{
+	int half = e->hd / 2;
+	for (int p = 0; p < e->ctx; p++)
+		for (int i = 0; i < half; i++) {
+			double f = pow((double)e->m->rope_theta, -2.0 * i / e->hd);
+			double a = p * f;
+			e->rope_cos[(size_t)p * half + i] = (float)cos(a);
+			e->rope_sin[(size_t)p * half + i] = (float)sin(a);
+		}
+}
+
+static void rope(const pm_engine *e, float *v, int heads, int pos)
+{
+	int half = e->hd / 2;
+	const float *c = e->rope_cos + (size_t)pos * half, *s = e->rope_sin + (size_t)pos * half;
+	for (int h = 0; h < heads; h++) {
+		float *x = v + (size_t)h * e->hd;
+		for (int i = 0; i < half; i++) {
+			float x0 = x[2 * i], x1 = x[2 * i + 1];
+			x[2 * i] = x0 * c[i] - x1 * s[i];
+			x[2 * i + 1] = x0 * s[i] + x1 * c[i];
+		}
+	}
+}
+
+static float *kv_at(const pm_engine *e, float *cache, int layer, int block, int off)
+{
+	return cache + (((size_t)layer * e->n_blocks + block) * e->bs + off) * e->kvdim;
+}
+
+/* ---- parallel jobs (serial when threads == 1) ---- */
+
+static void run_job(pm_engine *e, job_fn fn, const void *arg);
+
+typedef struct {
+	float *out;
+	const float *x, *w;
+	int n, k, m;
+} mm_job;
+
+static void mm_task(pm_engine *e, const void *arg, int t, int nt)
+{
+	const mm_job *j = arg;
+	/* split the weight rows into nt ranges, each a multiple of 4 rows */
+	int tiles = (j->m + 3) / 4;
+	int m0 = (int)((int64_t)tiles * t / nt) * 4, m1 = (int)((int64_t)tiles * (t + 1) / nt) * 4;
+	if (m1 > j->m)
+		m1 = j->m;
+	if (m0 < m1)
+		e->k->matmul(j->out, (size_t)j->m, j->x, j->w, j->n, j->k, m0, m1);
+}
+
+/* out[n][m] = x[n][k] . w[m][k]^T */
+static void matmul(pm_engine *e, float *out, const float *x, const float *w, int n, int k, int m)
+{
+	mm_job j = {out, x, w, n, k, m};
+	run_job(e, mm_task, &j);
+}
+
+typedef struct {
+	int layer, n;
+} att_job;
+
+static void att_task(pm_engine *e, const void *arg, int t, int nt)
+{
+	const att_job *j = arg;
+	int g = e->n_heads / e->n_kv_heads;
+	int items = j->n * e->n_kv_heads;
+	int i0 = (int)((int64_t)items * t / nt), i1 = (int)((int64_t)items * (t + 1) / nt);
+	float *scratch = e->att_scratch + (size_t)t * g * e->ctx;
+	const float *kb = kv_at(e, e->kcache, j->layer, 0, 0);
+	const float *vb = kv_at(e, e->vcache, j->layer, 0, 0);
+	for (int i = i0; i < i1; i++) {
+		int r = i / e->n_kv_heads, kh = i % e->n_kv_heads;
+		const slot *s = &e->slots[e->row_slot[r]];
+		size_t qo = (size_t)r * e->qdim + (size_t)kh * g * e->hd;
+		e->k->attend(e->att + qo, e->q + qo, g, e->hd, kb + (size_t)kh * e->hd,
+			     vb + (size_t)kh * e->hd, s->table, e->bs, (size_t)e->kvdim,
+			     e->row_pos[r] + 1, e->attn_scale, scratch);
+	}
+}
+
+/*
+ * forward runs rows 0..n-1 (row_tok/row_pos/row_slot) through the model.
+ * Each row's K/V is written to its slot's cache at its position before any
+ * row attends, so rows of one slot are causal among themselves (a prefill
+ * chunk or a verify draft). Logits of rows logit_row[0..nl) go to logits.
+ * The slots' block tables must already cover every row's position.
+ */
+static void forward(pm_engine *e, int n, int nl)
+{
+	const pm_model *m = e->m;
+	const pm_kernels *k = e->k;
+	int D = e->dim;
+	for (int r = 0; r < n; r++)
+		memcpy(e->x + (size_t)r * D, m->tok_embd + (size_t)e->row_tok[r] * D,
+		       (size_t)D * sizeof(float));
+	for (int l = 0; l < e->n_layers; l++) {
+		const pm_layer *L = &m->layers[l];
+		for (int r = 0; r < n; r++)
+			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->attn_norm, D,
+				   m->rms_eps);
+		matmul(e, e->q, e->xb, L->wq, n, D, e->qdim);
+		matmul(e, e->kr, e->xb, L->wk, n, D, e->kvdim);
+		matmul(e, e->vr, e->xb, L->wv, n, D, e->kvdim);
+		for (int r = 0; r < n; r++) {
+			int p = e->row_pos[r];
+			const slot *s = &e->slots[e->row_slot[r]];
+			rope(e, e->q + (size_t)r * e->qdim, e->n_heads, p);
+			rope(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, p);
+			int blk = s->table[p / e->bs], off = p % e->bs;
+			memcpy(kv_at(e, e->kcache, l, blk, off), e->kr + (size_t)r * e->kvdim,
+			       (size_t)e->kvdim * sizeof(float));
+			memcpy(kv_at(e, e->vcache, l, blk, off), e->vr + (size_t)r * e->kvdim,
+			       (size_t)e->kvdim * sizeof(float));
+		}
+		att_job aj = {l, n};
+		run_job(e, att_task, &aj);
+		matmul(e, e->xb, e->att, L->wo, n, e->qdim, D);
+		for (size_t i = 0; i < (size_t)n * D; i++)
+			e->x[i] += e->xb[i];
+		for (int r = 0; r < n; r++)
+			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->ffn_norm, D,
+				   m->rms_eps);
+		matmul(e, e->hb, e->xb, L->w_gate, n, D, e->ffn);
+		matmul(e, e->hb2, e->xb, L->w_up, n, D, e->ffn);
+		for (int r = 0; r < n; r++)
+			k->swiglu(e->hb + (size_t)r * e->ffn, e->hb2 + (size_t)r * e->ffn, e->ffn);
+		matmul(e, e->xb, e->hb, L->w_down, n, e->ffn, D);
+		for (size_t i = 0; i < (size_t)n * D; i++)
+			e->x[i] += e->xb[i];
+	}
+	for (int i = 0; i < nl; i++)
+		k->rmsnorm(e->lx + (size_t)i * D, e->x + (size_t)e->logit_row[i] * D, m->out_norm, D,
+			   m->rms_eps);
+	if (nl > 0)
+		matmul(e, e->logits, e->lx, m->output, nl, D, e->vocab);
+}
+
+/* ============================================================================
+ * kernels: selection (the kernels themselves are in kernels.c) and the
+ * thread pool that splits a job's rows among compute threads
+ */
+
+static int select_kernels(pm_engine *e)
+{
+	const pm_kernels *avx2 = pm_kernels_avx2();
+	switch (e->cfg.kernel) {
+	case PM_KERNEL_AUTO:
+		e->k = avx2 ? avx2 : &pm_kernels_portable;
+		return PM_OK;
+	case PM_KERNEL_AVX2:
+		if (!avx2)
+			return seterr(e, PM_ERR_ARG,
+				      "kernel: \"avx2\" requested but this CPU lacks AVX2+FMA");
+		e->k = avx2;
+		return PM_OK;
+	case PM_KERNEL_PORTABLE:
+		e->k = &pm_kernels_portable;
+		return PM_OK;
+	}
+	return seterr(e, PM_ERR_ARG, "kernel: %d is not auto, avx2 or portable", (int)e->cfg.kernel);
+}
+
+typedef struct {
+	pm_engine *e;
+	int t;
+} worker_arg;
+
+static void *worker_main(void *p)
+{
+	pm_engine *e = ((worker_arg *)p)->e;
+	int t = ((worker_arg *)p)->t;
+	uint64_t seen = 0;
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		while (!e->quit && e->job_gen == seen)
+			pthread_cond_wait(&e->cv_go, &e->mu);
+		if (e->quit)
+			break;
+		seen = e->job_gen;
+		job_fn fn = e->job;
+		const void *arg = e->job_arg;
+		pthread_mutex_unlock(&e->mu);
+		fn(e, arg, t, e->cfg.threads);
+		pthread_mutex_lock(&e->mu);
+		if (--e->job_pending == 0)
+			pthread_cond_signal(&e->cv_done);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+static void run_job(pm_engine *e, job_fn fn, const void *arg)
+{
+	if (e->n_workers == 0) {
+		fn(e, arg, 0, 1);
+		return;
+	}
+	pthread_mutex_lock(&e->mu);
+	e->job = fn;
+	e->job_arg = arg;
+	e->job_pending = e->n_workers;
+	e->job_gen++;
+	pthread_cond_broadcast(&e->cv_go);
+	pthread_mutex_unlock(&e->mu);
+	fn(e, arg, 0, e->cfg.threads);
+	pthread_mutex_lock(&e->mu);
+	while (e->job_pending > 0)
+		pthread_cond_wait(&e->cv_done, &e->mu);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ============================================================================
+ * batch / scheduler: KV blocks, admission, preemption, prefill, decode,
+ * n-gram drafts and verification
+ */
+
+static int blocks_for(const pm_engine *e, int positions)
+{
+	return (positions + e->bs - 1) / e->bs;
+}
+
+/* Extra blocks slot s needs so positions < upto are covered. */
+static int blocks_short(const pm_engine *e, const slot *s, int upto)
+{
+	int need = blocks_for(e, upto) - s->n_blocks;
+	return need > 0 ? need : 0;
+}
+
+static void grow(pm_engine *e, slot *s, int upto)
+{
+	while (s->n_blocks < blocks_for(e, upto))
+		s->table[s->n_blocks++] = e->free_blocks[--e->n_free];
+}
+
+/* Frees the blocks of s beyond those covering positions < keep. */
+static void shrink(pm_engine *e, slot *s, int keep)
+{
+	int want = blocks_for(e, keep);
+	while (s->n_blocks > want)
+		e->free_blocks[e->n_free++] = s->table[--s->n_blocks];
+}
+
+/* Blocks that prefilling slots still need to finish their prefill. */
+static int reserved_blocks(const pm_engine *e)
+{
+	int n = 0;
+	for (int i = 0; i < e->cfg.b_max; i++)
+		if (e->slots[i].state == SLOT_PREFILL)
+			n += blocks_short(e, &e->slots[i], e->slots[i].prefill_end);
+	return n;
+}
+
+static int free_slot(const pm_engine *e)
+{
+	for (int i = 0; i < e->cfg.b_max; i++)
+		if (e->slots[i].state == SLOT_FREE)
+			return i;
+	return -1;
+}
+
+static void retire(pm_engine *e, int ri)
+{
+	e->reqs[ri].state = REQ_RETIRED;
+	e->retired[e->n_retired++] = ri;
+}
+
+static void reclaim(pm_engine *e)
+{
+	for (int i = 0; i < e->n_retired; i++) {
+		e->reqs[e->retired[i]].state = REQ_FREE;
+		e->free_reqs[e->n_free_reqs++] = e->retired[i];
+	}
+	e->n_retired = 0;
+}
+
+static void release_slot(pm_engine *e, int si)
+{
+	slot *s = &e->slots[si];
+	shrink(e, s, 0);
+	if (s->req >= 0)
+		e->reqs[s->req].slot = -1;
+	s->req = -1;
+	s->state = SLOT_FREE;
+	s->n_kv = 0;
+	s->n_draft = 0;
+	s->busy = 0;
+	e->n_running--;
+}
+
+/* Puts request ri into free slot si; its prefill covers all of seq. */
+static void admit(pm_engine *e, int ri, int si, int64_t now)
+{
+	req *r = &e->reqs[ri];
+	slot *s = &e->slots[si];
+	s->req = ri;
+	s->state = SLOT_PREFILL;
+	s->n_kv = 0;
+	s->prefill_end = r->n_seq;
+	s->n_blocks = 0;
+	s->n_draft = 0;
+	s->busy = 0;
+	s->admit_order = ++e->admit_counter;
+	r->state = REQ_RUNNING;
+	r->slot = si;
+	if (r->st.admitted_ns == 0)
+		r->st.admitted_ns = now;
+	e->n_running++;
+}
+
+/* Whether request ri may enter a slot now: a slot is free and the cache has
+ * room for its whole prefill beyond what prefilling slots still need. */
+static int admissible(const pm_engine *e, const req *r)
+{
+	return e->n_running < e->cfg.b_max &&
+	       blocks_for(e, r->n_seq) <= e->n_free - reserved_blocks(e);
+}
+
+static void admit_waiting(pm_engine *e, int64_t now)
+{
+	while (e->n_waiting > 0) {
+		int ri = e->wait[e->wait_head];
+		if (!admissible(e, &e->reqs[ri]))
+			break;
+		e->wait_head = (e->wait_head + 1) % e->n_reqs;
+		e->n_waiting--;
+		admit(e, ri, free_slot(e), now);
+	}
+}
+
+/* Evicts the most recently admitted request: its blocks are freed and it goes
+ * back to the head of the waiting queue, to be recomputed from prompt plus
+ * output so far. Returns the slot it held. */
+static int preempt_newest(pm_engine *e)
+{
+	int victim = -1;
+	for (int i = 0; i < e->cfg.b_max; i++)
+		if (e->slots[i].state != SLOT_FREE &&
+		    (victim < 0 || e->slots[i].admit_order > e->slots[victim].admit_order))
+			victim = i;
+	int ri = e->slots[victim].req;
+	release_slot(e, victim);
+	req *r = &e->reqs[ri];
+	r->state = REQ_WAITING;
+	r->st.preemptions++;
+	e->met.preemptions++;
+	e->wait_head = (e->wait_head + e->n_reqs - 1) % e->n_reqs;
+	e->wait[e->wait_head] = ri;
+	e->n_waiting++;
+	return victim;
+}
+
+/* ---- the step's phases ---- */
+
+static void finish(pm_engine *e, int ri, int reason, int64_t t);
+static int32_t sample(pm_engine *e, req *r, const float *logits);
+static void step_record(pm_engine *e, int phase, int batch, int tokens, int64_t ns);
+static void time_cost(pm_time_cost *c, int64_t ns);
+
+/* Appends tok to request r and returns the finish reason it causes. */
+static int emit_token(const pm_engine *e, req *r, int32_t tok)
+{
+	r->seq[r->n_seq++] = tok;
+	r->st.completion_tokens++;
+	if (tok == e->m->eos_id)
+		return PM_FINISH_STOP;
+	for (int i = 0; i < r->p.n_stop; i++)
+		if (tok == r->p.stop[i])
+			return PM_FINISH_STOP;
+	if (r->st.completion_tokens >= r->p.max_tokens || r->n_seq >= e->ctx)
+		return PM_FINISH_LENGTH;
+	return PM_FINISH_NONE;
+}
+
+/* Records the end time t of a step that emitted tokens for r. */
+static void note_emit(const pm_engine *e, req *r, int64_t t)
+{
+	if (e->cfg.no_metrics)
+		return;
+	if (r->st.first_token_ns == 0)
+		r->st.first_token_ns = t;
+	r->st.last_token_ns = t;
+	if (r->st.n_emit < e->ctx)
+		r->emit[r->st.n_emit++] = t;
+}
+
+/* Publishes what slot s emitted this step, and finishes its request if done. */
+static void deliver(pm_engine *e, slot *s, int64_t t)
+{
+	int ri = s->req;
+	req *r = &e->reqs[ri];
+	note_emit(e, r, t);
+	pm_output *o = &e->outs[e->n_outs++];
+	o->id = r->id;
+	o->tokens = r->seq + s->emit0;
+	o->n_tokens = s->n_emitted;
+	o->finish = s->fin;
+	o->stats = s->fin ? &r->st : NULL;
+	if (s->fin)
+		finish(e, ri, s->fin, t);
+}
+
+/*
+ * Gives every slot in e->order[0..n) blocks for positions < upto(slot). When
+ * the cache runs short it preempts the newest request (possibly one of them)
+ * until the rest fit. Returns how many slots remain in e->order.
+ */
+static int reserve(pm_engine *e, int n, int (*upto)(const pm_engine *, const slot *))
+{
+	for (;;) {
+		int need = 0;
+		for (int i = 0; i < n; i++) {
+			const slot *s = &e->slots[e->order[i]];
+			need += blocks_short(e, s, upto(e, s));
+		}
+		if (need <= e->n_free)
+			break;
+		int v = preempt_newest(e);
+		int w = 0;
+		for (int i = 0; i < n; i++)
+			if (e->order[i] != v)
+				e->order[w++] = e->order[i];
+		n = w;
+	}
+	for (int i = 0; i < n; i++) {
+		slot *s = &e->slots[e->order[i]];
+		grow(e, s, upto(e, s));
+	}
+	return n;
+}
+
+static int prefill_upto(const pm_engine *e, const slot *s)
+{
+	int left = s->prefill_end - s->n_kv;
+	return s->n_kv + (left < e->cfg.prefill_chunk ? left : e->cfg.prefill_chunk);
+}
+
+static int decode_upto(const pm_engine *e, const slot *s)
+{
+	return s->n_kv + 1 + s->n_draft;
+}
+
+/* Slots in state st that are not busy, oldest admission first, into e->order. */
+static int collect(pm_engine *e, int st)
+{
+	int n = 0;
+	for (int i = 0; i < e->cfg.b_max; i++)
+		if (e->slots[i].state == st && !e->slots[i].busy)
+			e->order[n++] = i;
+	for (int i = 1; i < n; i++) /* insertion sort by admission order */
+		for (int j = i; j > 0 && e->slots[e->order[j]].admit_order <
+						 e->slots[e->order[j - 1]].admit_order;
+		     j--) {
+			int t = e->order[j];
+			e->order[j] = e->order[j - 1];
+			e->order[j - 1] = t;
+		}
+	return n;
+}
+
+/*
+ * run_prefill advances every prefilling slot by one chunk. Rows are laid out
+ * slot by slot and run in forwards of at most max_rows rows. A slot whose
+ * prefill ends samples its next token from its last row's logits (its first
+ * output token, or the next one when it is being recomputed) and decodes from
+ * the next step on.
+ */
+static void run_prefill(pm_engine *e)
+{
+	int ns = collect(e, SLOT_PREFILL);
+	if (ns == 0)
+		return;
+	int metrics = !e->cfg.no_metrics;
+	int64_t t0 = metrics ? pm_now() : 0;
+	ns = reserve(e, ns, prefill_upto);
+	int total = 0;
+	for (int i = 0; i < ns; i++) {
+		slot *s = &e->slots[e->order[i]];
+		s->busy = 1;
+		s->pf_start = s->n_kv;
+		s->n_kv = prefill_upto(e, s); /* positions pf_start..n_kv-1 run now */
+		s->n_emitted = 0;
+		s->fin = PM_FINISH_NONE;
+		total += s->n_kv - s->pf_start;
+	}
+	int si = 0, p = ns > 0 ? e->slots[e->order[0]].pf_start : 0;
+	while (si < ns) {
+		int n = 0, nl = 0;
+		while (si < ns && n < e->max_rows) {
+			const slot *s = &e->slots[e->order[si]];
+			e->row_tok[n] = e->reqs[s->req].seq[p];
+			e->row_pos[n] = p;
+			e->row_slot[n] = e->order[si];
+			n++;
+			if (++p == s->n_kv) {
+				if (p == s->prefill_end)
+					e->logit_row[nl++] = n - 1;
+				if (++si < ns)
+					p = e->slots[e->order[si]].pf_start;
+			}
+		}
+		forward(e, n, nl);
+		for (int i = 0; i < nl; i++) {
+			slot *s = &e->slots[e->row_slot[e->logit_row[i]]];
+			req *r = &e->reqs[s->req];
+			s->emit0 = r->n_seq;
+			s->fin = emit_token(e, r, sample(e, r, e->logits + (size_t)i * e->vocab));
+			s->n_emitted = 1;
+			s->state = SLOT_DECODE;
+		}
+	}
+	int64_t t1 = metrics ? pm_now() : 0;
+	for (int i = 0; i < ns; i++) {
+		slot *s = &e->slots[e->order[i]];
+		e->reqs[s->req].st.prefill_tokens += s->n_kv - s->pf_start;
+		if (s->n_emitted)
+			deliver(e, s, t1);
+	}
+	if (metrics) {
+		e->met.prefill_ns += t1 - t0;
+		e->met.prefill_tokens += total;
+		step_record(e, PM_PHASE_PREFILL, ns, total, t1 - t0);
+	}
+}
+
+/*
+ * lookup proposes a draft for r: find the earlier occurrence of the longest
+ * suffix of its tokens (NGRAM_MIN..NGRAM_MAX long; the most recent one among
+ * equals) and copy up to kmax tokens that followed it. Drafts never reach
+ * beyond max_tokens or the context.
+ */
+static int lookup(const pm_engine *e, const req *r, int32_t *draft)
+{
+	const int32_t *s = r->seq;
+	int n = r->n_seq;
+	int d = e->cfg.spec_k;
+	if (d > e->ctx - n - 1)
+		d = e->ctx - n - 1;
+	if (d > r->p.max_tokens - r->st.completion_tokens - 1)
+		d = r->p.max_tokens - r->st.completion_tokens - 1;
+	if (d <= 0)
+		return 0;
+	int best = 0, at = -1;
+	for (int j = n - 2; j >= 0 && best < NGRAM_MAX; j--) {
+		int len = 0;
+		while (len < NGRAM_MAX && len <= j && s[j - len] == s[n - 1 - len])
+			len++;
+		if (len > best) {
+			best = len;
+			at = j;
+		}
+	}
+	if (best < NGRAM_MIN)
+		return 0;
+	if (d > n - 1 - at)
+		d = n - 1 - at;
+	memcpy(draft, s + at + 1, (size_t)d * sizeof(int32_t));
+	return d;
+}
+
+/*
+ * run_decode runs one forward over every decoding slot that did not just
+ * finish its prefill: the slot's last token at its next position, plus its
+ * draft tokens when speculating. Each draft position is accepted while the
+ * token sampled there equals the draft; the first mismatch is emitted in the
+ * draft's place and the K/V of the rejected positions is rolled back.
+ */
+static void run_decode(pm_engine *e)
+{
+	int ns = collect(e, SLOT_DECODE);
+	if (ns == 0)
+		return;
+	int metrics = !e->cfg.no_metrics;
+	int64_t t0 = metrics ? pm_now() : 0;
+	int drafted = 0;
+	for (int i = 0; i < ns; i++) {
+		slot *s = &e->slots[e->order[i]];
+		s->n_draft = e->cfg.spec_k > 0 ? lookup(e, &e->reqs[s->req], s->draft) : 0;
+		drafted += s->n_draft;
+	}
+	if (e->cfg.spec_k > 0 && metrics) {
+		int64_t t1 = pm_now();
+		e->met.draft_ns += t1 - t0;
+		e->met.decode_ns += t1 - t0;
+		time_cost(&e->met.draft_by_bs[ns], t1 - t0);
+		step_record(e, PM_PHASE_DRAFT, ns, drafted, t1 - t0);
+		t0 = t1;
+	}
+	if (drafted > 0) { /* drafts never cost a preemption: drop them first */
+		int need = 0;
+		for (int i = 0; i < ns; i++) {
+			const slot *s = &e->slots[e->order[i]];
+			need += blocks_short(e, s, decode_upto(e, s));
+		}
+		if (need > e->n_free)
+			for (int i = 0; i < ns; i++)
+				e->slots[e->order[i]].n_draft = 0;
+	}
+	ns = reserve(e, ns, decode_upto);
+	if (ns == 0)
+		return;
+	int n = 0;
+	drafted = 0;
+	for (int i = 0; i < ns; i++) {
+		int sx = e->order[i];
+		slot *s = &e->slots[sx];
+		const req *r = &e->reqs[s->req];
+		s->row0 = n;
+		for (int j = 0; j <= s->n_draft; j++) {
+			e->row_tok[n] = j == 0 ? r->seq[r->n_seq - 1] : s->draft[j - 1];
+			e->row_pos[n] = s->n_kv + j;
+			e->row_slot[n] = sx;
+			e->logit_row[n] = n;
+			n++;
+		}
+		drafted += s->n_draft;
+	}
+	forward(e, n, n);
+	int emitted_all = 0;
+	for (int i = 0; i < ns; i++) {
+		slot *s = &e->slots[e->order[i]];
+		req *r = &e->reqs[s->req];
+		int accepted = 0, fin = PM_FINISH_NONE, j = 0;
+		s->emit0 = r->n_seq;
+		for (; j <= s->n_draft; j++) {
+			int32_t tok = sample(e, r, e->logits + (size_t)(s->row0 + j) * e->vocab);
+			fin = emit_token(e, r, tok);
+			int match = j < s->n_draft && tok == s->draft[j];
+			accepted += match;
+			if (fin || !match)
+				break;
+		}
+		s->n_emitted = j + 1 <= s->n_draft + 1 ? j + 1 : s->n_draft + 1;
+		s->fin = fin;
+		emitted_all += s->n_emitted;
+		r->st.decode_tokens += s->n_emitted;
+		r->st.draft_tokens += s->n_draft;
+		r->st.accepted_tokens += accepted;
+		if (metrics)
+			for (int d = 0; d < s->n_draft; d++) {
+				e->met.draft_count[d]++;
+				e->met.accept_count[d] += d < accepted;
+			}
+		if (!fin) { /* keep the K/V of the last token and the accepted drafts */
+			s->n_kv += 1 + accepted;
+			shrink(e, s, s->n_kv);
+		}
+	}
+	int64_t t1 = metrics ? pm_now() : 0;
+	for (int i = 0; i < ns; i++)
+		deliver(e, &e->slots[e->order[i]], t1);
+	if (metrics) {
+		int64_t d = t1 - t0;
+		e->met.decode_ns += d;
+		e->met.decode_tokens += emitted_all;
+		if (drafted > 0) {
+			e->met.verify_ns += d;
+			time_cost(&e->met.verify_by_bs[ns], d);
+			step_record(e, PM_PHASE_VERIFY, ns, n, d);
+		} else {
+			time_cost(&e->met.decode_by_bs[ns], d);
+			step_record(e, PM_PHASE_DECODE, ns, n, d);
+		}
+	}
+}
+
+/* ============================================================================
+ * sampler: greedy, or temperature / top-k / top-p with the request's own
+ * xoshiro256** stream (one draw per sampled position, in order)
+ */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void rng_seed(uint64_t s[4], uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(uint64_t s[4])
+{
+	uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return out;
+}
+
+/* First index of the largest logit (NaN never wins). */
+static int32_t argmax(const float *l, int n)
+{
+	int32_t best = 0;
+	for (int i = 1; i < n; i++)
+		if (l[i] > l[best] || (l[best] != l[best] && l[i] == l[i]))
+			best = i;
+	return best;
+}
+
+/* better orders candidates: higher value first, then lower id. */
+static int better(const float *v, const int32_t *id, int a, int b)
+{
+	return v[a] > v[b] || (v[a] == v[b] && id[a] < id[b]);
+}
+
+static void swap2(float *v, int32_t *id, int a, int b)
+{
+	float t = v[a];
+	v[a] = v[b];
+	v[b] = t;
+	int32_t u = id[a];
+	id[a] = id[b];
+	id[b] = u;
+}
+
+static void sift(float *v, int32_t *id, int i, int n)
+{
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && better(v, id, c + 1, c))
+			c++;
+		if (!better(v, id, c, i))
+			return;
+		swap2(v, id, i, c);
+		i = c;
+	}
+}
+
+/* Moves the k best of v[0..n) to the front, best first (partial heapsort). */
+static void top_sort(float *v, int32_t *id, int n, int k)
+{
+	for (int i = n / 2 - 1; i >= 0; i--)
+		sift(v, id, i, n);
+	for (int i = 0; i < k; i++) { /* pop the best to the back */
+		swap2(v, id, 0, n - 1 - i);
+		sift(v, id, 0, n - 1 - i);
+	}
+	for (int i = 0; i < n / 2; i++) /* back (best last) to front (best first) */
+		swap2(v, id, i, n - 1 - i);
+}
+
+static int32_t sample(pm_engine *e, req *r, const float *logits)
+{
+	int V = e->vocab;
+	if (r->p.temperature == 0)
+		return argmax(logits, V);
+	double u = (double)(rng_next(r->rng) >> 11) * 0x1.0p-53;
+	float *v = e->sp;
+	int32_t *id = e->sidx;
+	for (int i = 0; i < V; i++) {
+		v[i] = logits[i] / r->p.temperature;
+		id[i] = i;
+	}
+	int n = r->p.top_k > 0 && r->p.top_k < V ? r->p.top_k : V;
+	int nucleus = r->p.top_p > 0 && r->p.top_p < 1;
+	if (n < V || nucleus)
+		top_sort(v, id, V, n);
+	float mx = v[argmax(v, n)];
+	double sum = 0;
+	for (int i = 0; i < n; i++) {
+		v[i] = expf(v[i] - mx);
+		sum += v[i];
+	}
+	if (nucleus) {
+		double c = 0;
+		for (int i = 0; i < n; i++) {
+			c += v[i];
+			if (c >= r->p.top_p * sum) {
+				n = i + 1;
+				sum = c;
+				break;
+			}
+		}
+	}
+	double target = u * sum, c = 0;
+	for (int i = 0; i < n; i++) {
+		c += v[i];
+		if (target < c)
+			return id[i];
+	}
+	return id[n - 1];
+}
+
+/* ============================================================================
+ * metrics: plain struct updates, called from the step loop
+ */
+
+/* MLC-LLM TimeCost: the first sample of each batch size is a warm-up and is
+ * not counted (MLC discards it too); count and sum cover the rest. */
+static void time_cost(pm_time_cost *c, int64_t ns)
+{
+	if (!c->warm) {
+		c->warm = 1;
+		return;
+	}
+	c->count++;
+	c->sum_ns += ns;
+}
+
+/* Appends a step record; when the ring is full the oldest is dropped and counted. */
+static void step_record(pm_engine *e, int phase, int batch, int tokens, int64_t ns)
+{
+	int cap = e->cfg.step_ring;
+	pm_step_record *rec;
+	if (e->ring_n == cap) {
+		rec = &e->ring[e->ring_head];
+		e->ring_head = (e->ring_head + 1) % cap;
+		e->met.steps_dropped++;
+	} else {
+		rec = &e->ring[(e->ring_head + e->ring_n) % cap];
+		e->ring_n++;
+	}
+	rec->phase = phase;
+	rec->batch_size = batch;
+	rec->tokens = tokens;
+	rec->_pad = 0;
+	rec->duration_ns = ns;
+}
+
+/* Ends request ri (frees its slot if it holds one); its stats stay readable
+ * until the next call on the engine. t = 0 reads the clock. */
+static void finish(pm_engine *e, int ri, int reason, int64_t t)
+{
+	req *r = &e->reqs[ri];
+	if (r->slot >= 0)
+		release_slot(e, r->slot);
+	r->st.finish = reason;
+	if (!e->cfg.no_metrics) {
+		r->st.finish_ns = t ? t : pm_now();
+		e->met.requests_finished++;
+		e->met.prompt_tokens += r->st.prompt_tokens;
+		e->met.completion_tokens += r->st.completion_tokens;
+		e->met.last_finished = r->st;
+		e->met.last_finished.emit_ns = NULL;
+		e->met.has_last = 1;
+	}
+	retire(e, ri);
+}
+
+/* ============================================================================
+ * API
+ */
+
+void pm_engine_config_default(pm_engine_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->b_max = 8;
+	c->spec_k = 4;
+	c->prefill_chunk = 64;
+	c->block_size = 16;
+	c->kv_blocks = 0;
+	c->max_waiting = 256;
+	c->threads = 1;
+	c->step_ring = 4096;
+	c->kernel = PM_KERNEL_AUTO;
+}
+
+static int check_config(pm_engine *e, const pm_engine_config *c)
+{
+	if (c->b_max < 1 || c->b_max > PM_MAX_BATCH)
+		return seterr(e, PM_ERR_ARG, "b_max: %d not in 1..%d", (int)c->b_max, PM_MAX_BATCH);
+	if (c->spec_k < 0 || c->spec_k > PM_MAX_SPEC_K)
+		return seterr(e, PM_ERR_ARG, "spec_k: %d not in 0..%d", (int)c->spec_k, PM_MAX_SPEC_K);
+	if (c->prefill_chunk < 1)
+		return seterr(e, PM_ERR_ARG, "prefill_chunk: %d < 1", (int)c->prefill_chunk);
+	if (c->block_size < 1)
+		return seterr(e, PM_ERR_ARG, "block_size: %d < 1", (int)c->block_size);
+	if (c->kv_blocks < 0)
+		return seterr(e, PM_ERR_ARG, "kv_blocks: %d < 0", (int)c->kv_blocks);
+	if (c->max_waiting < 0 || c->max_waiting > (1 << 24))
+		return seterr(e, PM_ERR_ARG, "max_waiting: %d not in 0..%d", (int)c->max_waiting,
+			      1 << 24);
+	if (c->threads < 1 || c->threads > 64)
+		return seterr(e, PM_ERR_ARG, "threads: %d not in 1..64", (int)c->threads);
+	if (c->step_ring < 1 || c->step_ring > (1 << 24))
+		return seterr(e, PM_ERR_ARG, "step_ring: %d not in 1..%d", (int)c->step_ring, 1 << 24);
+	return PM_OK;
+}
+
+/* calloc of n*size bytes with an overflow check; NULL on failure. */
+static void *alloc(size_t n, size_t size)
+{
+	size_t b;
+	if (__builtin_mul_overflow(n, size, &b))
+		return NULL;
+	return calloc(b ? n : 1, b ? size : 1);
+}
+
+#define ALLOC(ptr, n)                                                                   \
+	do {                                                                            \
+		if (!((ptr) = alloc((size_t)(n), sizeof *(ptr))))                      \
+			return seterr(e, PM_ERR_NOMEM, "out of memory allocating %s (%zu x %zu bytes)", \
+				      #ptr, (size_t)(n), sizeof *(ptr));                \
+	} while (0)
+
+static void stop_workers(pm_engine *e)
+{
+	if (!e->sync_ok)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->quit = 1;
+	pthread_cond_broadcast(&e->cv_go);
+	pthread_mutex_unlock(&e->mu);
+	for (int i = 0; i < e->n_workers; i++)
+		pthread_join(e->workers[i], NULL);
+	e->n_workers = 0;
+	pthread_cond_destroy(&e->cv_go);
+	pthread_cond_destroy(&e->cv_done);
+	pthread_mutex_destroy(&e->mu);
+	e->sync_ok = 0;
+}
+
+static worker_arg *worker_args(pm_engine *e);
+
+static int build_workers(pm_engine *e)
+{
+	if (e->cfg.threads == 1)
+		return PM_OK;
+	if (pthread_mutex_init(&e->mu, NULL) != 0)
+		return seterr(e, PM_ERR_NOMEM, "threads: pthread_mutex_init failed");
+	if (pthread_cond_init(&e->cv_go, NULL) != 0) {
+		pthread_mutex_destroy(&e->mu);
+		return seterr(e, PM_ERR_NOMEM, "threads: pthread_cond_init failed");
+	}
+	if (pthread_cond_init(&e->cv_done, NULL) != 0) {
+		pthread_cond_destroy(&e->cv_go);
+		pthread_mutex_destroy(&e->mu);
+		return seterr(e, PM_ERR_NOMEM, "threads: pthread_cond_init failed");
+	}
+	e->sync_ok = 1;
+	worker_arg *wa = worker_args(e);
+	for (int i = 0; i < e->cfg.threads - 1; i++) {
+		wa[i].e = e;
+		wa[i].t = i + 1;
+		int rc = pthread_create(&e->workers[i], NULL, worker_main, &wa[i]);
+		if (rc != 0)
+			return seterr(e, PM_ERR_NOMEM, "threads: pthread_create: %s", strerror(rc));
+		e->n_workers++;
+	}
+	return PM_OK;
+}
+
+/* The worker arguments live after the worker handles (one allocation). */
+static worker_arg *worker_args(pm_engine *e)
+{
+	return (worker_arg *)(e->workers + (e->cfg.threads - 1));
+}
+
+static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config *cfg)
+{
+	int rc = check_config(e, cfg);
+	if (rc)
+		return rc;
+	if ((rc = check_model(e, m)))
+		return rc;
+	e->m = m;
+	e->cfg = *cfg;
+	if ((rc = select_kernels(e)))
+		return rc;
+	e->dim = m->dim;
+	e->n_layers = m->n_layers;
+	e->n_heads = m->n_heads;
+	e->n_kv_heads = m->n_kv_heads;
+	e->hd = m->head_dim;
+	e->qdim = m->n_heads * m->head_dim;
+	e->kvdim = m->n_kv_heads * m->head_dim;
+	e->ffn = m->ffn_dim;
+	e->vocab = m->vocab;
+	e->ctx = m->ctx_len;
+	e->attn_scale = 1.0f / sqrtf((float)e->hd);
+
+	int b = e->cfg.b_max;
+	e->bs = e->cfg.block_size < e->ctx ? e->cfg.block_size : e->ctx;
+	e->cfg.block_size = e->bs;
+	e->blocks_per_slot = blocks_for(e, e->ctx);
+	if (e->cfg.kv_blocks == 0)
+		e->cfg.kv_blocks = b * e->blocks_per_slot;
+	if (e->cfg.kv_blocks < e->blocks_per_slot)
+		return seterr(e, PM_ERR_ARG,
+			      "kv_blocks: %d is fewer than the %d blocks one request needs to reach "
+			      "the context limit (%d tokens, block_size %d)",
+			      (int)e->cfg.kv_blocks, e->blocks_per_slot, e->ctx, e->bs);
+	e->n_blocks = e->cfg.kv_blocks;
+	e->n_reqs = e->cfg.max_waiting + b;
+
+	int chunk = e->cfg.prefill_chunk < e->ctx ? e->cfg.prefill_chunk : e->ctx;
+	int decode_rows = b * (e->cfg.spec_k + 1);
+	int prefill_rows = b * chunk < FORWARD_ROWS_CAP ? b * chunk : FORWARD_ROWS_CAP;
+	e->max_rows = decode_rows > prefill_rows ? decode_rows : prefill_rows;
+	e->max_logit_rows = decode_rows;
+	int g = e->n_heads / e->n_kv_heads;
+
+	size_t kv = (size_t)e->n_layers * e->n_blocks * e->bs;
+	ALLOC(e->rope_cos, (size_t)e->ctx * (e->hd / 2));
+	ALLOC(e->rope_sin, (size_t)e->ctx * (e->hd / 2));
+	if (__builtin_mul_overflow(kv, (size_t)e->kvdim, &kv))
+		return seterr(e, PM_ERR_NOMEM, "kv cache: size overflows");
+	ALLOC(e->kcache, kv);
+	ALLOC(e->vcache, kv);
+	ALLOC(e->free_blocks, e->n_blocks);
+	ALLOC(e->slots, b);
+	ALLOC(e->tables, (size_t)b * e->blocks_per_slot);
+	ALLOC(e->reqs, e->n_reqs);
+	ALLOC(e->req_tokens, (size_t)e->n_reqs * e->ctx);
+	ALLOC(e->req_emit, (size_t)e->n_reqs * e->ctx);
+	ALLOC(e->free_reqs, e->n_reqs);
+	ALLOC(e->wait, e->n_reqs);
+	ALLOC(e->retired, e->n_reqs);
+	ALLOC(e->x, (size_t)e->max_rows * e->dim);
+	ALLOC(e->xb, (size_t)e->max_rows * e->dim);
+	ALLOC(e->q, (size_t)e->max_rows * e->qdim);
+	ALLOC(e->kr, (size_t)e->max_rows * e->kvdim);
+	ALLOC(e->vr, (size_t)e->max_rows * e->kvdim);
+	ALLOC(e->att, (size_t)e->max_rows * e->qdim);
+	ALLOC(e->hb, (size_t)e->max_rows * e->ffn);
+	ALLOC(e->hb2, (size_t)e->max_rows * e->ffn);
+	ALLOC(e->lx, (size_t)e->max_logit_rows * e->dim);
+	ALLOC(e->logits, (size_t)e->max_logit_rows * e->vocab);
+	ALLOC(e->att_scratch, (size_t)e->cfg.threads * g * e->ctx);
+	ALLOC(e->row_tok, e->max_rows);
+	ALLOC(e->row_pos, e->max_rows);
+	ALLOC(e->row_slot, e->max_rows);
+	ALLOC(e->logit_row, e->max_rows);
+	ALLOC(e->order, b);
+	ALLOC(e->sp, e->vocab);
+	ALLOC(e->sidx, e->vocab);
+	ALLOC(e->outs, b);
+	ALLOC(e->ring, e->cfg.step_ring);
+	if (e->cfg.threads > 1) {
+		size_t nt = (size_t)e->cfg.threads - 1;
+		e->workers = alloc(1, nt * (sizeof(pthread_t) + sizeof(worker_arg)));
+		if (!e->workers)
+			return seterr(e, PM_ERR_NOMEM, "out of memory allocating threads");
+	}
+
+	build_rope(e);
+	for (int i = 0; i < e->n_blocks; i++)
+		e->free_blocks[i] = e->n_blocks - 1 - i;
+	e->n_free = e->n_blocks;
+	for (int i = 0; i < b; i++) {
+		e->slots[i].req = -1;
+		e->slots[i].table = e->tables + (size_t)i * e->blocks_per_slot;
+	}
+	for (int i = 0; i < e->n_reqs; i++) {
+		e->reqs[i].slot = -1;
+		e->reqs[i].seq = e->req_tokens + (size_t)i * e->ctx;
+		e->reqs[i].emit = e->req_emit + (size_t)i * e->ctx;
+		e->free_reqs[i] = e->n_reqs - 1 - i;
+	}
+	e->n_free_reqs = e->n_reqs;
+	e->next_id = 1;
+	e->met.slots = b;
+	e->met.kv_blocks_total = e->n_blocks;
+	return build_workers(e);
+}
+
+void pm_engine_free(pm_engine *e)
+{
+	if (!e)
+		return;
+	stop_workers(e);
+	free(e->workers);
+	free(e->rope_cos);
+	free(e->rope_sin);
+	free(e->kcache);
+	free(e->vcache);
+	free(e->free_blocks);
+	free(e->slots);
+	free(e->tables);
+	free(e->reqs);
+	free(e->req_tokens);
+	free(e->req_emit);
+	free(e->free_reqs);
+	free(e->wait);
+	free(e->retired);
+	free(e->x);
+	free(e->xb);
+	free(e->q);
+	free(e->kr);
+	free(e->vr);
+	free(e->att);
+	free(e->hb);
+	free(e->hb2);
+	free(e->lx);
+	free(e->logits);
+	free(e->att_scratch);
+	free(e->row_tok);
+	free(e->row_pos);
+	free(e->row_slot);
+	free(e->logit_row);
+	free(e->order);
+	free(e->sp);
+	free(e->sidx);
+	free(e->outs);
+	free(e->ring);
+	if (e->owns_model)
+		pm_model_free(&e->owned_model);
+	free(e);
+}
+
+static void copy_err(char *err, size_t errlen, const char *msg)
+{
+	if (err && errlen > 0)
+		snprintf(err, errlen, "%s", msg);
+}
+
+static int create(pm_engine *e, const pm_model *m, const pm_engine_config *cfg, pm_engine **out,
+		  char *err, size_t errlen)
+{
+	pm_engine_config def;
+	if (!cfg) {
+		pm_engine_config_default(&def);
+		cfg = &def;
+	}
+	int rc = engine_build(e, m, cfg);
+	if (rc) {
+		copy_err(err, errlen, e->err);
+		pm_engine_free(e);
+		return rc;
+	}
+	*out = e;
+	return PM_OK;
+}
+
+int pm_engine_create(const pm_model *m, const pm_engine_config *cfg, pm_engine **out, char *err,
+		     size_t errlen)
+{
+	if (!out || !m) {
+		copy_err(err, errlen, "pm_engine_create: NULL argument");
+		return PM_ERR_ARG;
+	}
+	*out = NULL;
+	pm_engine *e = calloc(1, sizeof *e);
+	if (!e) {
+		copy_err(err, errlen, "out of memory allocating the engine");
+		return PM_ERR_NOMEM;
+	}
+	return create(e, m, cfg, out, err, errlen);
+}
+
+int pm_engine_open(const char *path, const pm_engine_config *cfg, pm_engine **out, char *err,
+		   size_t errlen)
+{
+	if (!out || !path) {
+		copy_err(err, errlen, "pm_engine_open: NULL argument");
+		return PM_ERR_ARG;
+	}
+	*out = NULL;
+	pm_engine *e = calloc(1, sizeof *e);
+	if (!e) {
+		copy_err(err, errlen, "out of memory allocating the engine");
+		return PM_ERR_NOMEM;
+	}
+	int rc = pm_model_load(path, &e->owned_model, err, errlen);
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	e->owns_model = 1;
+	return create(e, &e->owned_model, cfg, out, err, errlen);
+}
+
+const char *pm_engine_errmsg(const pm_engine *e)
+{
+	return e ? e->err : "no engine";
+}
+
+const pm_model *pm_engine_model(const pm_engine *e)
+{
+	return e->m;
+}
+
+void pm_engine_get_config(const pm_engine *e, pm_engine_config *c)
+{
+	*c = e->cfg;
+}
+
+const char *pm_engine_kernel_name(const pm_engine *e)
+{
+	return e->k->name;
+}
+
+static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i] < 0 || t[i] >= e->vocab)
+			return seterr(e, PM_ERR_ARG, "%s[%d]: token %d outside the vocabulary 0..%d",
+				      what, i, (int)t[i], e->vocab - 1);
+	return PM_OK;
+}
+
+int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_params *p,
+		     uint64_t *id)
+{
+	if (!e)
+		return PM_ERR_ARG;
+	if (!p || !id || (n > 0 && !prompt))
+		return seterr(e, PM_ERR_ARG, "submit: NULL argument");
+	reclaim(e);
+	int rc;
+	if (n < 1)
+		return seterr(e, PM_ERR_ARG, "prompt: empty");
+	if (n >= e->ctx)
+		return seterr(e, PM_ERR_ARG,
+			      "prompt: %d tokens do not fit the context of %d (at most %d)", (int)n,
+			      e->ctx, e->ctx - 1);
+	if ((rc = check_tokens(e, "prompt", prompt, n)))
+		return rc;
+	if (p->max_tokens < 1)
+		return seterr(e, PM_ERR_ARG, "max_tokens: %d < 1", (int)p->max_tokens);
+	if (!(p->temperature >= 0) || isinf(p->temperature))
+		return seterr(e, PM_ERR_ARG, "temperature: %g is not a finite number >= 0",
+			      (double)p->temperature);
+	if (p->top_k < 0)
+		return seterr(e, PM_ERR_ARG, "top_k: %d < 0", (int)p->top_k);
+	if (!(p->top_p >= 0 && p->top_p <= 1))
+		return seterr(e, PM_ERR_ARG, "top_p: %g not in 0..1", (double)p->top_p);
+	if (p->n_stop < 0 || p->n_stop > PM_MAX_STOP)
+		return seterr(e, PM_ERR_ARG, "stop: %d tokens, at most %d", (int)p->n_stop,
+			      PM_MAX_STOP);
+	if ((rc = check_tokens(e, "stop", p->stop, p->n_stop)))
+		return rc;
+
+	int direct = e->n_waiting == 0 && e->n_running < e->cfg.b_max &&
+		     blocks_for(e, n) <= e->n_free - reserved_blocks(e);
+	if (!direct && e->n_waiting >= e->cfg.max_waiting)
+		return seterr(e, PM_ERR_FULL, "waiting queue full (%d requests wait)",
+			      (int)e->n_waiting);
+	if (e->n_free_reqs == 0)
+		return seterr(e, PM_ERR_INTERNAL, "BUG: no free request record");
+	int ri = e->free_reqs[--e->n_free_reqs];
+	req *r = &e->reqs[ri];
+	int32_t *seq = r->seq;
+	int64_t *emit = r->emit;
+	memset(r, 0, sizeof *r);
+	r->seq = seq;
+	r->emit = emit;
+	r->slot = -1;
+	r->id = e->next_id++;
+	r->p = *p;
+	memcpy(r->seq, prompt, (size_t)n * sizeof(int32_t));
+	r->n_seq = n;
+	int64_t now = pm_now();
+	r->st.arrival_ns = p->arrival_ns ? p->arrival_ns : now;
+	r->st.prompt_tokens = n;
+	r->st.emit_ns = r->emit;
+	rng_seed(r->rng, p->seed);
+	if (direct) {
+		admit(e, ri, free_slot(e), now);
+	} else {
+		r->state = REQ_WAITING;
+		e->wait[(e->wait_head + e->n_waiting) % e->n_reqs] = ri;
+		e->n_waiting++;
+	}
+	*id = r->id;
+	return PM_OK;
+}
+
+int pm_engine_step(pm_engine *e, const pm_output **outs, int32_t *n_out)
+{
+	if (!e)
+		return PM_ERR_ARG;
+	if (!outs || !n_out)
+		return seterr(e, PM_ERR_ARG, "step: NULL argument");
+	reclaim(e);
+	e->n_outs = 0;
+	*outs = e->outs;
+	*n_out = 0;
+	if (e->n_running == 0 && e->n_waiting == 0)
+		return PM_OK;
+	for (int i = 0; i < e->cfg.b_max; i++)
+		e->slots[i].busy = 0;
+	admit_waiting(e, e->cfg.no_metrics ? 0 : pm_now());
+	run_prefill(e);
+	run_decode(e);
+	*n_out = e->n_outs;
+	return PM_OK;
+}
+
+int pm_engine_cancel(pm_engine *e, uint64_t id, const pm_request_stats **stats)
+{
+	if (!e)
+		return PM_ERR_ARG;
+	if (!stats)
+		return seterr(e, PM_ERR_ARG, "cancel: NULL argument");
+	reclaim(e);
+	int ri = -1;
+	for (int i = 0; i < e->n_reqs; i++)
+		if (e->reqs[i].id == id &&
+		    (e->reqs[i].state == REQ_WAITING || e->reqs[i].state == REQ_RUNNING)) {
+			ri = i;
+			break;
+		}
+	if (ri < 0)
+		return seterr(e, PM_ERR_NOTFOUND, "cancel: no running or waiting request %llu",
+			      (unsigned long long)id);
+	if (e->reqs[ri].state == REQ_WAITING) {
+		int k = 0;
+		while (e->wait[(e->wait_head + k) % e->n_reqs] != ri)
+			k++;
+		for (; k + 1 < e->n_waiting; k++)
+			e->wait[(e->wait_head + k) % e->n_reqs] =
+				e->wait[(e->wait_head + k + 1) % e->n_reqs];
+		e->n_waiting--;
+	}
+	finish(e, ri, PM_FINISH_ABORT, 0);
+	*stats = &e->reqs[ri].st;
+	return PM_OK;
+}
+
+void pm_engine_load(const pm_engine *e, int32_t *running, int32_t *waiting)
+{
+	*running = e->n_running;
+	*waiting = e->n_waiting;
+}
+
+const pm_engine_metrics *pm_engine_metrics_get(pm_engine *e)
+{
+	e->met.running = e->n_running;
+	e->met.waiting = e->n_waiting;
+	e->met.slots = e->cfg.b_max;
+	e->met.kv_blocks_total = e->n_blocks;
+	e->met.kv_blocks_used = e->n_blocks - e->n_free;
+	return &e->met;
+}
+
+void pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t *n)
+{
+	int k = e->ring_n < cap ? e->ring_n : (cap > 0 ? cap : 0);
+	for (int i = 0; i < k; i++)
+		dst[i] = e->ring[(e->ring_head + i) % e->cfg.step_ring];
+	e->met.steps_dropped += e->ring_n - k;
+	e->ring_head = 0;
+	e->ring_n = 0;
+	*n = k;
+}
+
+int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logits)
+{
+	if (!e)
+		return PM_ERR_ARG;
+	if (!tokens || !logits)
+		return seterr(e, PM_ERR_ARG, "score: NULL argument");
+	reclaim(e);
+	if (e->n_running || e->n_waiting)
+		return seterr(e, PM_ERR_STATE, "score: the engine is busy (%d running, %d waiting)",
+			      (int)e->n_running, (int)e->n_waiting);
+	if (n < 1 || n > e->ctx)
+		return seterr(e, PM_ERR_ARG, "score: %d tokens not in 1..%d", (int)n, e->ctx);
+	int rc = check_tokens(e, "tokens", tokens, n);
+	if (rc)
+		return rc;
+	slot *s = &e->slots[0];
+	grow(e, s, n);
+	int chunk = e->max_rows < e->max_logit_rows ? e->max_rows : e->max_logit_rows;
+	for (int at = 0; at < n; at += chunk) {
+		int c = n - at < chunk ? n - at : chunk;
+		for (int i = 0; i < c; i++) {
+			e->row_tok[i] = tokens[at + i];
+			e->row_pos[i] = at + i;
+			e->row_slot[i] = 0;
+			e->logit_row[i] = i;
+		}
+		forward(e, c, c);
+		memcpy(logits + (size_t)at * e->vocab, e->logits, (size_t)c * e->vocab * sizeof(float));
+	}
+	shrink(e, s, 0);
+	return PM_OK;
+}

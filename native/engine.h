@@ -1,0 +1,195 @@
+/*
+ * engine.h: the cgo boundary of picometer's continuous-batching Llama engine.
+ *
+ * An engine owns B_max slots that share one paged KV cache, a waiting queue,
+ * scratch buffers and metrics, all allocated by pm_engine_open/create; the
+ * step loop allocates nothing. Every function returns a status from model.h
+ * (PM_OK = 0); on failure pm_engine_errmsg(e) says why. Nothing here exits or
+ * aborts.
+ *
+ * Concurrency: one thread owns an engine; no two calls on the same engine
+ * may run at once. Pointers the engine hands out (outputs, tokens, stats)
+ * stay valid until the next call on the engine.
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds (the clock of native.Now in Go).
+ */
+#ifndef PM_ENGINE_H
+#define PM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define PM_MAX_BATCH 64 /* largest b_max (schema.MaxBatch) */
+#define PM_MAX_SPEC_K 8 /* largest spec_k (schema.MaxSpecK) */
+#define PM_MAX_STOP 16  /* most stop tokens per request */
+#define PM_ERRMSG_MAX 256
+
+/* Kernel choice (pm_engine_config.kernel). */
+enum { PM_KERNEL_AUTO = 0, PM_KERNEL_AVX2 = 1, PM_KERNEL_PORTABLE = 2 };
+
+/* Finish reasons (pm_request_stats.finish, pm_output.finish). */
+enum { PM_FINISH_NONE = 0, PM_FINISH_STOP = 1, PM_FINISH_LENGTH = 2, PM_FINISH_ABORT = 3 };
+
+/* Step phases (pm_step_record.phase). */
+enum { PM_PHASE_PREFILL = 0, PM_PHASE_DECODE = 1, PM_PHASE_DRAFT = 2, PM_PHASE_VERIFY = 3 };
+
+/* Engine configuration; field meanings and defaults as in native.Config. */
+typedef struct {
+	int32_t b_max;         /* slots, 1..PM_MAX_BATCH (default 8) */
+	int32_t spec_k;        /* n-gram draft length, 0 = off, 0..PM_MAX_SPEC_K (default 4) */
+	int32_t prefill_chunk; /* prompt tokens per slot per step, >= 1 (default 64) */
+	int32_t block_size;    /* KV-cache block size in tokens, >= 1 (default 16) */
+	int32_t kv_blocks;     /* KV blocks in total; 0 = b_max*ceil(ctx/block_size) */
+	int32_t max_waiting;   /* waiting-queue bound, >= 0 (default 256) */
+	int32_t threads;       /* compute threads, 1..64 (default 1) */
+	int32_t step_ring;     /* step records kept between snapshots, >= 1 (default 4096) */
+	int32_t no_metrics;    /* 1 turns metric recording off (overhead benchmark only) */
+	int32_t kernel;        /* PM_KERNEL_* */
+} pm_engine_config;
+
+/* One request's generation parameters (see native.Params). */
+typedef struct {
+	int32_t max_tokens;   /* >= 1 */
+	float temperature;    /* 0 = greedy, else > 0 */
+	int32_t top_k;        /* 0 = all */
+	float top_p;          /* 0 or 1 = all, else in (0,1) */
+	uint64_t seed;        /* the request's own random stream */
+	int32_t stop[PM_MAX_STOP]; /* extra stop token ids, the first n_stop */
+	int32_t n_stop;       /* 0..PM_MAX_STOP */
+	int64_t arrival_ns;   /* HTTP arrival; 0 = now */
+} pm_params;
+
+/* Raw facts of one request (see native.RequestStats). 0 = never happened. */
+typedef struct {
+	int64_t arrival_ns, admitted_ns, first_token_ns, last_token_ns, finish_ns;
+	int32_t prompt_tokens;
+	int32_t prefill_tokens;    /* prompt + recomputation after preemption */
+	int32_t decode_tokens;     /* output tokens of decode/verify steps */
+	int32_t completion_tokens; /* all output tokens */
+	int32_t draft_tokens, accepted_tokens, preemptions;
+	int32_t n_emit;          /* entries in emit_ns */
+	const int64_t *emit_ns;  /* [n_emit] end time of every emitting step */
+	int32_t finish;          /* PM_FINISH_* */
+} pm_request_stats;
+
+/* What one step produced for one request. */
+typedef struct {
+	uint64_t id;
+	const int32_t *tokens; /* [n_tokens] emitted in this step */
+	int32_t n_tokens;
+	int32_t finish;                 /* PM_FINISH_NONE while running */
+	const pm_request_stats *stats;  /* set when finish != NONE */
+} pm_output;
+
+/* MLC-LLM TimeCost for one batch size; the first sample is discarded. */
+typedef struct {
+	int64_t count;  /* samples after the warm-up one */
+	int64_t sum_ns; /* their total */
+	int32_t warm;   /* 1 once the warm-up sample was seen */
+} pm_time_cost;
+
+/* One step record of the ring (phase, requests, forward rows, wall time). */
+typedef struct {
+	int32_t phase;
+	int32_t batch_size;
+	int32_t tokens;
+	int32_t _pad;
+	int64_t duration_ns;
+} pm_step_record;
+
+/*
+ * Cumulative engine metrics (MLC-LLM EngineMetrics) plus live gauges.
+ * Time sums are nanoseconds. decode_ns is all time spent producing decode
+ * tokens (decode, draft and verify steps, as in MLC-LLM); draft_ns and
+ * verify_ns are its speculative parts.
+ */
+typedef struct {
+	int64_t prefill_ns, decode_ns, draft_ns, verify_ns;
+	int64_t prompt_tokens, completion_tokens; /* of finished requests */
+	int64_t prefill_tokens, decode_tokens;    /* per step */
+	int64_t preemptions, requests_finished, steps_dropped;
+	pm_time_cost decode_by_bs[PM_MAX_BATCH + 1]; /* index = batch size */
+	pm_time_cost draft_by_bs[PM_MAX_BATCH + 1];
+	pm_time_cost verify_by_bs[PM_MAX_BATCH + 1];
+	int64_t draft_count[PM_MAX_SPEC_K]; /* per draft position */
+	int64_t accept_count[PM_MAX_SPEC_K];
+	int32_t has_last;               /* 1 once a request finished */
+	pm_request_stats last_finished; /* its emit_ns is NULL */
+	/* live gauges, filled by pm_engine_metrics */
+	int32_t running, waiting, slots, kv_blocks_used, kv_blocks_total;
+} pm_engine_metrics;
+
+typedef struct pm_engine pm_engine;
+
+/* pm_engine_config_default fills c with the defaults. */
+void pm_engine_config_default(pm_engine_config *c);
+
+/*
+ * pm_engine_open loads the GGUF model at path (owned by the engine) and
+ * creates an engine for cfg. On failure *out is NULL and err holds a message
+ * (the loader's verbatim when loading failed).
+ */
+int pm_engine_open(const char *path, const pm_engine_config *cfg, pm_engine **out, char *err,
+		   size_t errlen);
+
+/* pm_engine_create is pm_engine_open over a model the caller owns and keeps alive. */
+int pm_engine_create(const pm_model *m, const pm_engine_config *cfg, pm_engine **out, char *err,
+		     size_t errlen);
+
+/* pm_engine_free releases everything; NULL is fine. */
+void pm_engine_free(pm_engine *e);
+
+/* pm_engine_errmsg is the message of the last failed call (NUL-terminated). */
+const char *pm_engine_errmsg(const pm_engine *e);
+
+const pm_model *pm_engine_model(const pm_engine *e);
+/* The effective configuration: defaults resolved, kv_blocks computed. */
+void pm_engine_get_config(const pm_engine *e, pm_engine_config *c);
+/* "avx2" or "portable". */
+const char *pm_engine_kernel_name(const pm_engine *e);
+
+/*
+ * pm_engine_submit copies prompt[0..n) and p, and admits the request into a
+ * free slot at once when nobody waits and the KV cache has room; otherwise
+ * it queues it (PM_ERR_FULL when max_waiting requests already wait).
+ */
+int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_params *p,
+		     uint64_t *id);
+
+/*
+ * pm_engine_step runs one scheduler iteration (admit, one prefill chunk per
+ * prefilling slot, one decode or draft+verify over the decoding slots) and
+ * points *outs at n_out outputs. With nothing to do n_out is 0.
+ */
+int pm_engine_step(pm_engine *e, const pm_output **outs, int32_t *n_out);
+
+/* pm_engine_cancel aborts a waiting or running request (PM_ERR_NOTFOUND otherwise). */
+int pm_engine_cancel(pm_engine *e, uint64_t id, const pm_request_stats **stats);
+
+/* pm_engine_load reports the requests in slots and waiting. */
+void pm_engine_load(const pm_engine *e, int32_t *running, int32_t *waiting);
+
+/* pm_engine_metrics fills the live gauges and returns the cumulative metrics. */
+const pm_engine_metrics *pm_engine_metrics_get(pm_engine *e);
+
+/*
+ * pm_engine_take_steps copies the step records since the previous call, oldest
+ * first, into dst (at most cap; the ring holds at most step_ring) and empties
+ * the ring. *n is the number copied.
+ */
+void pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t *n);
+
+/*
+ * pm_engine_score runs tokens[0..n) through the model in one slot of an idle
+ * engine (no request running or waiting) and writes the logits of every
+ * position to logits[n][vocab]. It uses the same forward as serving; tests
+ * compare it with a reference implementation.
+ */
+int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logits);
+
+/* pm_now is CLOCK_MONOTONIC in nanoseconds. */
+int64_t pm_now(void);
+
+#endif

@@ -1,0 +1,401 @@
+/*
+ * kernels.c: portable and AVX2+FMA kernels (see kernels.h for the
+ * batch-invariance rule both sets keep).
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ----------------------------------------------------------------------------
+ * portable kernels: plain C with the same 8-lane structure as the AVX2 set
+ */
+
+/* dot8 is the portable dot product: 8 lane sums over k/8 chunks in order,
+ * a tail chunk, then the reduction tree every kernel uses. */
+static float dot8(const float *a, const float *b, int k)
+{
+	float l[8] = {0};
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8)
+		for (int j = 0; j < 8; j++)
+			l[j] += a[i + j] * b[i + j];
+	for (int j = 0; j < (k & 7); j++)
+		l[j] += a[kv + j] * b[kv + j];
+	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+static void matmul_portable(float *out, size_t ldo, const float *x, const float *w, int n, int k,
+			    int m0, int m1)
+{
+	/* Tiles of 4 weight rows stay in cache while every row of x passes. */
+	for (int mt = m0; mt < m1; mt += 4) {
+		int me = mt + 4 < m1 ? mt + 4 : m1;
+		for (int r = 0; r < n; r++) {
+			const float *xr = x + (size_t)r * k;
+			for (int m = mt; m < me; m++)
+				out[(size_t)r * ldo + m] = dot8(xr, w + (size_t)m * k, k);
+		}
+	}
+}
+
+static void rmsnorm_portable(float *out, const float *x, const float *w, int n, float eps)
+{
+	float ss = dot8(x, x, n);
+	float inv = 1.0f / sqrtf(ss / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		out[i] = x[i] * inv * w[i];
+}
+
+static void swiglu_portable(float *g, const float *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float v = g[i];
+		g[i] = v / (1.0f + expf(-v)) * u[i];
+	}
+}
+
+static void attend_portable(float *out, const float *q, int g, int hd, const float *kbase,
+			    const float *vbase, const int32_t *table, int bs, size_t stride, int n,
+			    float scale, float *scratch)
+{
+	/* scores[h][t] = q_h . k_t * scale */
+	for (int t = 0, b = 0; t < n; b++) {
+		size_t blk = (size_t)table[b] * (size_t)bs;
+		for (int o = 0; o < bs && t < n; o++, t++) {
+			const float *kr = kbase + (blk + (size_t)o) * stride;
+			for (int h = 0; h < g; h++)
+				scratch[(size_t)h * n + t] = dot8(q + (size_t)h * hd, kr, hd) * scale;
+		}
+	}
+	for (int h = 0; h < g; h++) {
+		float *s = scratch + (size_t)h * n;
+		float mx = s[0];
+		for (int t = 1; t < n; t++)
+			mx = s[t] > mx ? s[t] : mx;
+		float l[8] = {0};
+		for (int t = 0; t < n; t++) {
+			s[t] = expf(s[t] - mx);
+			l[t & 7] += s[t];
+		}
+		float sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+		float inv = 1.0f / sum;
+		for (int t = 0; t < n; t++)
+			s[t] *= inv;
+		float *oh = out + (size_t)h * hd;
+		memset(oh, 0, (size_t)hd * sizeof(float));
+		for (int t = 0, b = 0; t < n; b++) {
+			size_t blk = (size_t)table[b] * (size_t)bs;
+			for (int o = 0; o < bs && t < n; o++, t++) {
+				const float *vr = vbase + (blk + (size_t)o) * stride;
+				float p = s[t];
+				for (int i = 0; i < hd; i++)
+					oh[i] += p * vr[i];
+			}
+		}
+	}
+}
+
+const pm_kernels pm_kernels_portable = {
+	.name = "portable",
+	.matmul = matmul_portable,
+	.rmsnorm = rmsnorm_portable,
+	.swiglu = swiglu_portable,
+	.attend = attend_portable,
+};
+
+/* ----------------------------------------------------------------------------
+ * AVX2 + FMA kernels (x86-64 only; compiled per function, chosen at run time)
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* Lanes j < rem are set: loads beyond the row never touch memory. */
+static const int32_t tail_mask_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+AVX2_INLINE __m256i tail_mask(int rem)
+{
+	return _mm256_loadu_si256((const __m256i *)(tail_mask_tab + 8 - rem));
+}
+
+/* hsum4 reduces four accumulators, each by ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). */
+AVX2_INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+	__m256 t0 = _mm256_hadd_ps(a, b);
+	__m256 t1 = _mm256_hadd_ps(c, d);
+	__m256 t2 = _mm256_hadd_ps(t0, t1);
+	return _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+}
+
+AVX2_INLINE float hsum1(__m256 a)
+{
+	__m256 z = _mm256_setzero_ps();
+	return _mm_cvtss_f32(hsum4(a, z, z, z));
+}
+
+/* exp256 is Cephes' expf (as in avx_mathfun): range reduction by ln 2 and a
+ * degree-5 polynomial; relative error ~1e-7 over the clamped range. */
+AVX2_INLINE __m256 exp256(__m256 x)
+{
+	const __m256 one = _mm256_set1_ps(1.0f);
+	x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+	x = _mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f));
+	__m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+	fx = _mm256_floor_ps(fx);
+	x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+	x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+	__m256 z = _mm256_mul_ps(x, x);
+	__m256 y = _mm256_set1_ps(1.9875691500e-4f);
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+	y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+	y = _mm256_fmadd_ps(y, z, x);
+	y = _mm256_add_ps(y, one);
+	__m256i e = _mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127));
+	e = _mm256_slli_epi32(e, 23);
+	return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+AVX2_INLINE float dot_avx2(const float *a, const float *b, int k)
+{
+	__m256 acc = _mm256_setzero_ps();
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8)
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+	if (k & 7) {
+		__m256i mk = tail_mask(k & 7);
+		acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + kv, mk), _mm256_maskload_ps(b + kv, mk),
+				      acc);
+	}
+	return hsum1(acc);
+}
+
+/*
+ * Micro-kernels. Each accumulator a<r><j> is out[r][m+j]; every path feeds
+ * it the same chunks in the same order (full chunks, then the masked tail),
+ * so tile shape never changes a result.
+ *
+ * While a tile of 4 weight rows is used against the rows of x (one pass per
+ * pair of rows), the next tile is prefetched into L2: pass p fetches npf of
+ * its rows (pf, pf+k, ...), one cache line per 16 floats. Without this the
+ * DRAM stream stalls at every tile and batch 8 runs at a third of the FMA
+ * rate; prefetches are hints and never change a result.
+ */
+#define FMA(x, w, a) a = _mm256_fmadd_ps(x, w, a)
+#define PREFETCH(pf, npf, k, i)                                                            \
+	do {                                                                               \
+		if (((i) & 15) == 0)                                                       \
+			for (int p_ = 0; p_ < (npf); p_++)                                 \
+				_mm_prefetch((const char *)((pf) + (size_t)p_ * (k) + (i)), \
+					     _MM_HINT_T1);                                 \
+	} while (0)
+
+AVX2_INLINE void mm_2x4(float *o0, float *o1, const float *x0, const float *x1, const float *w0,
+			int k, const float *pf, int npf)
+{
+	const float *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+	__m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8) {
+		__m256 v0 = _mm256_loadu_ps(w0 + i), v1 = _mm256_loadu_ps(w1 + i);
+		__m256 v2 = _mm256_loadu_ps(w2 + i), v3 = _mm256_loadu_ps(w3 + i);
+		__m256 u = _mm256_loadu_ps(x0 + i);
+		PREFETCH(pf, npf, k, i);
+		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
+		u = _mm256_loadu_ps(x1 + i);
+		FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
+	}
+	if (k & 7) {
+		__m256i mk = tail_mask(k & 7);
+		__m256 v0 = _mm256_maskload_ps(w0 + kv, mk), v1 = _mm256_maskload_ps(w1 + kv, mk);
+		__m256 v2 = _mm256_maskload_ps(w2 + kv, mk), v3 = _mm256_maskload_ps(w3 + kv, mk);
+		__m256 u = _mm256_maskload_ps(x0 + kv, mk);
+		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
+		u = _mm256_maskload_ps(x1 + kv, mk);
+		FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
+	}
+	_mm_storeu_ps(o0, hsum4(a00, a01, a02, a03));
+	_mm_storeu_ps(o1, hsum4(a10, a11, a12, a13));
+}
+
+AVX2_INLINE void mm_1x4(float *o0, const float *x0, const float *w0, int k, const float *pf,
+			int npf)
+{
+	const float *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8) {
+		__m256 u = _mm256_loadu_ps(x0 + i);
+		PREFETCH(pf, npf, k, i);
+		FMA(u, _mm256_loadu_ps(w0 + i), a00);
+		FMA(u, _mm256_loadu_ps(w1 + i), a01);
+		FMA(u, _mm256_loadu_ps(w2 + i), a02);
+		FMA(u, _mm256_loadu_ps(w3 + i), a03);
+	}
+	if (k & 7) {
+		__m256i mk = tail_mask(k & 7);
+		__m256 u = _mm256_maskload_ps(x0 + kv, mk);
+		FMA(u, _mm256_maskload_ps(w0 + kv, mk), a00);
+		FMA(u, _mm256_maskload_ps(w1 + kv, mk), a01);
+		FMA(u, _mm256_maskload_ps(w2 + kv, mk), a02);
+		FMA(u, _mm256_maskload_ps(w3 + kv, mk), a03);
+	}
+	_mm_storeu_ps(o0, hsum4(a00, a01, a02, a03));
+}
+
+static AVX2 void matmul_avx2(float *out, size_t ldo, const float *x, const float *w, int n, int k,
+			     int m0, int m1)
+{
+	int passes = (n + 1) / 2, m = m0;
+	for (; m + 4 <= m1; m += 4) {
+		const float *wm = w + (size_t)m * k, *next = wm + (size_t)4 * k;
+		int nnext = m1 - (m + 4) < 4 ? m1 - (m + 4) : 4; /* rows of the next tile */
+		for (int r = 0, p = 0; r < n; r += 2, p++) {
+			/* pass p prefetches next-tile rows [a, b) */
+			int a = passes >= nnext ? (p < nnext ? p : nnext) : p * nnext / passes;
+			int b = passes >= nnext ? (p < nnext ? p + 1 : nnext) : (p + 1) * nnext / passes;
+			const float *pf = next + (size_t)a * k;
+			if (r + 2 <= n)
+				mm_2x4(out + (size_t)r * ldo + m, out + (size_t)(r + 1) * ldo + m,
+				       x + (size_t)r * k, x + (size_t)(r + 1) * k, wm, k, pf, b - a);
+			else
+				mm_1x4(out + (size_t)r * ldo + m, x + (size_t)r * k, wm, k, pf, b - a);
+		}
+	}
+	for (; m < m1; m++)
+		for (int r = 0; r < n; r++)
+			out[(size_t)r * ldo + m] = dot_avx2(x + (size_t)r * k, w + (size_t)m * k, k);
+}
+
+static AVX2 void rmsnorm_avx2(float *out, const float *x, const float *w, int n, float eps)
+{
+	float ss = dot_avx2(x, x, n);
+	float inv = 1.0f / sqrtf(ss / (float)n + eps);
+	__m256 vi = _mm256_set1_ps(inv);
+	int nv = n & ~7;
+	for (int i = 0; i < nv; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi),
+							_mm256_loadu_ps(w + i)));
+	if (n & 7) {
+		__m256i mk = tail_mask(n & 7);
+		__m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + nv, mk), vi),
+					 _mm256_maskload_ps(w + nv, mk));
+		_mm256_maskstore_ps(out + nv, mk, v);
+	}
+}
+
+AVX2_INLINE __m256 swiglu8(__m256 g, __m256 u)
+{
+	__m256 one = _mm256_set1_ps(1.0f);
+	__m256 d = _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+	return _mm256_mul_ps(_mm256_div_ps(g, d), u);
+}
+
+static AVX2 void swiglu_avx2(float *g, const float *u, int n)
+{
+	int nv = n & ~7;
+	for (int i = 0; i < nv; i += 8)
+		_mm256_storeu_ps(g + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+	if (n & 7) {
+		__m256i mk = tail_mask(n & 7);
+		__m256 v = swiglu8(_mm256_maskload_ps(g + nv, mk), _mm256_maskload_ps(u + nv, mk));
+		_mm256_maskstore_ps(g + nv, mk, v);
+	}
+}
+
+/* axpy8: o[0..hd) += p * v[0..hd) for the value accumulation of one position. */
+AVX2_INLINE void axpy_avx2(float *o, float p, const float *v, int hd)
+{
+	__m256 vp = _mm256_set1_ps(p);
+	int nv = hd & ~7;
+	for (int i = 0; i < nv; i += 8)
+		_mm256_storeu_ps(o + i,
+				 _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+	if (hd & 7) {
+		__m256i mk = tail_mask(hd & 7);
+		__m256 r = _mm256_fmadd_ps(vp, _mm256_maskload_ps(v + nv, mk),
+					   _mm256_maskload_ps(o + nv, mk));
+		_mm256_maskstore_ps(o + nv, mk, r);
+	}
+}
+
+static AVX2 void attend_avx2(float *out, const float *q, int g, int hd, const float *kbase,
+			     const float *vbase, const int32_t *table, int bs, size_t stride, int n,
+			     float scale, float *scratch)
+{
+	for (int t = 0, b = 0; t < n; b++) {
+		size_t blk = (size_t)table[b] * (size_t)bs;
+		for (int o = 0; o < bs && t < n; o++, t++) {
+			const float *kr = kbase + (blk + (size_t)o) * stride;
+			for (int h = 0; h < g; h++)
+				scratch[(size_t)h * n + t] = dot_avx2(q + (size_t)h * hd, kr, hd) * scale;
+		}
+	}
+	int nv = n & ~7;
+	for (int h = 0; h < g; h++) {
+		float *s = scratch + (size_t)h * n;
+		float mx = s[0];
+		for (int t = 1; t < n; t++)
+			mx = s[t] > mx ? s[t] : mx;
+		__m256 vmx = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
+		for (int t = 0; t < nv; t += 8) {
+			__m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + t), vmx));
+			_mm256_storeu_ps(s + t, e);
+			acc = _mm256_add_ps(acc, e);
+		}
+		if (n & 7) {
+			__m256i mk = tail_mask(n & 7);
+			__m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(s + nv, mk), vmx));
+			e = _mm256_and_ps(e, _mm256_castsi256_ps(mk));
+			_mm256_maskstore_ps(s + nv, mk, e);
+			acc = _mm256_add_ps(acc, e);
+		}
+		float inv = 1.0f / hsum1(acc);
+		float *oh = out + (size_t)h * hd;
+		memset(oh, 0, (size_t)hd * sizeof(float));
+		for (int t = 0, b = 0; t < n; b++) {
+			size_t blk = (size_t)table[b] * (size_t)bs;
+			for (int o = 0; o < bs && t < n; o++, t++)
+				axpy_avx2(oh, s[t] * inv, vbase + (blk + (size_t)o) * stride, hd);
+		}
+	}
+}
+
+static const pm_kernels kernels_avx2 = {
+	.name = "avx2",
+	.matmul = matmul_avx2,
+	.rmsnorm = rmsnorm_avx2,
+	.swiglu = swiglu_avx2,
+	.attend = attend_avx2,
+};
+
+int pm_cpu_has_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+const pm_kernels *pm_kernels_avx2(void)
+{
+	return pm_cpu_has_avx2() ? &kernels_avx2 : NULL;
+}
+
+#else /* not x86-64 GCC/Clang: portable only */
+
+int pm_cpu_has_avx2(void)
+{
+	return 0;
+}
+
+const pm_kernels *pm_kernels_avx2(void)
+{
+	return NULL;
+}
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * kernels.h: the engine's numeric kernels, in two sets chosen at run time:
+ * AVX2+FMA (when the CPU has them) and portable C.
+ *
+ * Batch invariance: every kernel computes a row's result with an operation
+ * sequence that depends only on that row's data and the shapes (k, hd, n),
+ * never on how many rows are in the batch or on which tile or remainder path
+ * the row takes. In matmul every output element is one 8-lane accumulator fed
+ * k/8 chunks in order (plus one masked tail chunk), reduced by the same tree
+ * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) in every path. So a request's logits
+ * are bitwise identical whatever else is batched with it. The two sets agree
+ * closely but not bitwise (FMA rounds once, the portable set twice).
+ */
+#ifndef PM_KERNELS_H
+#define PM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+	const char *name; /* "avx2" or "portable" */
+
+	/*
+	 * matmul: out[r*ldo + m] = sum_i x[r*k + i] * w[m*k + i] for rows r < n
+	 * and weight rows m in [m0, m1). Weight tiles are loaded once and used
+	 * against every row of x.
+	 */
+	void (*matmul)(float *out, size_t ldo, const float *x, const float *w, int n, int k, int m0,
+		       int m1);
+
+	/* rmsnorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], i < n. out may alias x. */
+	void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
+
+	/* swiglu: g[i] = silu(g[i]) * u[i], i < n. */
+	void (*swiglu)(float *g, const float *u, int n);
+
+	/*
+	 * attend: causal attention of g query heads q[g][hd] that share one KV
+	 * head, over positions 0..n-1 of one slot's paged cache. Position t lives
+	 * at kbase/vbase + ((size_t)table[t / bs] * bs + t % bs) * stride.
+	 * out[g][hd] = softmax(q k^T * scale) v. scratch holds g*n floats.
+	 */
+	void (*attend)(float *out, const float *q, int g, int hd, const float *kbase,
+		       const float *vbase, const int32_t *table, int bs, size_t stride, int n,
+		       float scale, float *scratch);
+} pm_kernels;
+
+extern const pm_kernels pm_kernels_portable;
+
+/* pm_cpu_has_avx2 reports whether the CPU runs the AVX2+FMA kernels. */
+int pm_cpu_has_avx2(void);
+
+/*
+ * pm_kernels_avx2 returns the AVX2+FMA set, or NULL when this build or CPU
+ * cannot run it.
+ */
+const pm_kernels *pm_kernels_avx2(void);
+
+#endif
