@@ -1,0 +1,162 @@
+package sidecar
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const configDir = "../testdata/config/sidecar"
+
+func TestConfigFiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(configDir, "*.toml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no config files in %s: %v", configDir, err)
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			cfg, err := LoadConfig(path)
+			got := ""
+			if err != nil {
+				if !strings.HasPrefix(err.Error(), path+": ") {
+					t.Fatalf("load error %q does not start with the path", err)
+				}
+				got = strings.TrimPrefix(err.Error(), path+": ")
+			} else if err := cfg.Validate(); err != nil {
+				got = err.Error()
+			}
+			if strings.HasPrefix(name, "bad_") {
+				want := wantedError(t, path)
+				if got != want {
+					t.Fatalf("error\n got %q\nwant %q", got, want)
+				}
+				return
+			}
+			if got != "" {
+				t.Fatalf("unexpected error: %s", got)
+			}
+		})
+	}
+}
+
+// wantedError reads the "# error: …" first line of a bad_*.toml file.
+func wantedError(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	want, ok := strings.CutPrefix(first, "# error: ")
+	if !ok {
+		t.Fatalf("%s: the first line must be \"# error: <exact message>\"", path)
+	}
+	return want
+}
+
+func TestConfigGoodValues(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join(configDir, "good.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Socket: "/run/picometer/events.sock", SocketMode: "0600", Listen: "0.0.0.0:19464",
+		MaxLineBytes: 65536, ExpireAfter: Duration(90 * time.Second), LogLevel: "debug", MemoryLimitMiB: 32,
+		OTLP: OTLPConfig{Endpoint: "https://otel.example:4318/v1/metrics", Protocol: "grpc",
+			Interval: Duration(15 * time.Second), Timeout: Duration(5 * time.Second),
+			Headers: map[string]string{"authorization": "Bearer token"}},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("got  %+v\nwant %+v", cfg, want)
+	}
+	if m, err := cfg.SocketFileMode(); err != nil || m != 0o600 {
+		t.Fatalf("SocketFileMode = %o, %v", m, err)
+	}
+}
+
+func TestConfigEmptyIsDefault(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join(configDir, "empty.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, DefaultConfig()) {
+		t.Fatalf("got %+v, want the defaults %+v", cfg, DefaultConfig())
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Socket != "/tmp/picometer.sock" || cfg.Listen != "127.0.0.1:9464" || cfg.SocketMode != "0660" || cfg.MaxLineBytes != 1<<20 {
+		t.Fatalf("defaults changed: %+v", cfg)
+	}
+}
+
+func TestConfigMissingFile(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.toml"))
+	if err == nil || !os.IsNotExist(err) {
+		t.Fatalf("got %v, want a not-exist error", err)
+	}
+}
+
+func TestResolveOTLP(t *testing.T) {
+	f := func(file OTLPConfig, env map[string]string, want OTLPSettings, wantErr string) {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.OTLP = file
+		got, err := cfg.ResolveOTLP(func(k string) string { return env[k] })
+		if wantErr != "" || err != nil {
+			if err == nil || err.Error() != wantErr {
+				t.Fatalf("error %v, want %q", err, wantErr)
+			}
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got  %+v\nwant %+v", got, want)
+		}
+	}
+	def := OTLPSettings{Protocol: "http/protobuf", Interval: time.Minute, Timeout: 30 * time.Second}
+	with := func(mod func(*OTLPSettings)) OTLPSettings { s := def; mod(&s); return s }
+
+	// Off until an endpoint is set.
+	f(OTLPConfig{}, nil, def, "")
+	// The generic endpoint variable turns it on; the exporter reads its value.
+	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"},
+		with(func(s *OTLPSettings) { s.Enabled = true }), "")
+	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"},
+		with(func(s *OTLPSettings) { s.Enabled = true }), "")
+	// The file's endpoint wins and is passed on.
+	f(OTLPConfig{Endpoint: "http://file:4318/v1/metrics"}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318"},
+		with(func(s *OTLPSettings) { s.Enabled, s.Endpoint = true, "http://file:4318/v1/metrics" }), "")
+	// OTEL_SDK_DISABLED turns it off.
+	f(OTLPConfig{Endpoint: "http://file:4318/v1/metrics"}, map[string]string{"OTEL_SDK_DISABLED": "true"},
+		with(func(s *OTLPSettings) { s.Endpoint = "http://file:4318/v1/metrics" }), "")
+	// Protocol: file, then metrics-specific, then generic variable.
+	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, with(func(s *OTLPSettings) { s.Protocol = "grpc" }), "")
+	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"},
+		with(func(s *OTLPSettings) { s.Protocol = "grpc" }), "")
+	f(OTLPConfig{Protocol: "http/protobuf"}, map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, def, "")
+	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, def,
+		`OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" is not one of http/protobuf, grpc`)
+	// Interval and timeout in milliseconds.
+	f(OTLPConfig{}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5000", "OTEL_METRIC_EXPORT_TIMEOUT": "1500"},
+		with(func(s *OTLPSettings) { s.Interval, s.Timeout = 5*time.Second, 1500*time.Millisecond }), "")
+	f(OTLPConfig{Interval: Duration(2 * time.Second)}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5000"},
+		with(func(s *OTLPSettings) { s.Interval = 2 * time.Second }), "")
+	f(OTLPConfig{}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5s"}, def,
+		`OTEL_METRIC_EXPORT_INTERVAL: "5s" is not a positive number of milliseconds`)
+	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, def,
+		`OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4317" is not an http:// or https:// URL`)
+}
+
+func TestParseLogLevel(t *testing.T) {
+	for _, s := range []string{"debug", "info", "warn", "error"} {
+		if _, err := parseLogLevel(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	if _, err := parseLogLevel("INFO"); err == nil {
+		t.Error("INFO accepted; levels are lowercase")
+	}
+}
