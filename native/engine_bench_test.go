@@ -1,3 +1,5 @@
+//go:build cgo
+
 package native
 
 // Benchmarks on the default model (PICOMETER_DEFAULT_MODEL; create it with

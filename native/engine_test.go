@@ -1,0 +1,972 @@
+//go:build cgo
+
+package native
+
+// Tests of the C engine through its Go binding, on the tiny model written by
+// native/gguf/modelgen into a temporary directory, with the pure-Go
+// reference forward pass (native/internal/reference) as the oracle.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/native/internal/reference"
+	"github.com/picometer/picometer/schema"
+)
+
+var tiny struct {
+	once sync.Once
+	dir  string
+	path string
+	ref  *reference.Model
+	err  error
+}
+
+// tinyModel writes the tiny preset once per test binary and loads its
+// reference model.
+func tinyModel(t testing.TB) (string, *reference.Model) {
+	t.Helper()
+	tiny.once.Do(func() {
+		dir, err := os.MkdirTemp("", "picometer-native-test-")
+		if err != nil {
+			tiny.err = err
+			return
+		}
+		tiny.dir = dir
+		tiny.path = filepath.Join(dir, "tiny.gguf")
+		if tiny.err = modelgen.Write(tiny.path, modelgen.Tiny); tiny.err != nil {
+			return
+		}
+		tiny.ref, tiny.err = reference.LoadFile(tiny.path)
+	})
+	if tiny.err != nil {
+		t.Fatal(tiny.err)
+	}
+	return tiny.path, tiny.ref
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tiny.dir != "" {
+		os.RemoveAll(tiny.dir)
+	}
+	os.Exit(code)
+}
+
+func open(t testing.TB, mod func(*Config)) *Engine {
+	t.Helper()
+	path, _ := tinyModel(t)
+	cfg := DefaultConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
+	e, err := Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// prompt returns a deterministic prompt of n tokens: BOS then bytes.
+func prompt(i, n int) []int32 {
+	p := []int32{TokBOS}
+	for len(p) < n {
+		p = append(p, int32((len(p)*31+i*17)%256))
+	}
+	return p
+}
+
+// repetitive returns a prompt that repeats a phrase, so n-gram drafts hit.
+func repetitive(i, n int) []int32 {
+	phrase := []string{"the cat sat on the mat. ", "one two three one two four. ", "abcabdabcabe"}[i%3]
+	p := []int32{TokBOS}
+	for len(p) < n {
+		p = append(p, int32(phrase[len(p)%len(phrase)]))
+	}
+	return p
+}
+
+// refGreedy is the reference's greedy continuation as the engine serves it:
+// at most n tokens, ending at EOS (included).
+func refGreedy(t testing.TB, ref *reference.Model, prompt []int32, n int) []int32 {
+	t.Helper()
+	toks, err := ref.Greedy(prompt, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := slices.Index(toks, TokEOS); k >= 0 {
+		toks = toks[:k+1]
+	}
+	return toks
+}
+
+// longPrompt returns a prompt of n tokens whose greedy continuation runs
+// for `out` tokens without EOS (the tiny model's EOS comes often).
+func longPrompt(t testing.TB, ref *reference.Model, seed, n, out int) []int32 {
+	t.Helper()
+	for i := seed; i < seed+500; i++ {
+		p := prompt(i, n)
+		if toks := refGreedy(t, ref, p, out); len(toks) == out && toks[out-1] != TokEOS {
+			return p
+		}
+	}
+	t.Fatalf("no prompt of %d tokens continues for %d tokens without EOS", n, out)
+	return nil
+}
+
+// request is one request of a test run and what it produced.
+type request struct {
+	prompt []int32
+	p      Params
+	id     ID
+	out    []int32
+	finish string
+	stats  RequestStats
+	done   bool
+}
+
+// run submits reqs (request i once i*stagger steps ran) and steps until all
+// finished; it returns the number of steps.
+func run(t testing.TB, e *Engine, reqs []*request, stagger int) int {
+	t.Helper()
+	byID := map[ID]*request{}
+	submitted, done, steps := 0, 0, 0
+	for done < len(reqs) {
+		for submitted < len(reqs) && submitted*stagger <= steps {
+			r := reqs[submitted]
+			id, err := e.Submit(r.prompt, r.p)
+			if err != nil {
+				t.Fatalf("submit %d: %v", submitted, err)
+			}
+			r.id = id
+			byID[id] = r
+			submitted++
+		}
+		outs, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if steps++; steps > 100000 {
+			t.Fatal("no progress")
+		}
+		for _, o := range outs {
+			r := byID[o.ID]
+			if r == nil || r.done {
+				t.Fatalf("output for unknown or finished request %d", o.ID)
+			}
+			if len(o.Tokens) == 0 && o.Finish == "" {
+				t.Fatalf("request %d: empty output", o.ID)
+			}
+			r.out = append(r.out, o.Tokens...)
+			if o.Finish != "" {
+				r.done, r.finish = true, o.Finish
+				r.stats = *o.Stats
+				r.stats.EmitNS = slices.Clone(o.Stats.EmitNS)
+				done++
+			}
+		}
+	}
+	return steps
+}
+
+func solo(t testing.TB, e *Engine, prompt []int32, p Params) *request {
+	t.Helper()
+	r := &request{prompt: prompt, p: p}
+	run(t, e, []*request{r}, 0)
+	return r
+}
+
+func TestLogitsMatchReference(t *testing.T) {
+	_, ref := tinyModel(t)
+	toks := prompt(3, 60)
+	want, err := ref.Logits(toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kernel := range []string{"auto", "portable"} {
+		t.Run(kernel, func(t *testing.T) {
+			e := open(t, func(c *Config) { c.Kernel = kernel; c.PrefillChunk = 7 })
+			got, err := e.score(toks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i := range toks {
+				for v := 0; v < ref.Vocab; v++ {
+					d := math.Abs(float64(got[i*ref.Vocab+v] - want[i][v]))
+					worst = max(worst, d)
+				}
+			}
+			if worst > 1e-4 {
+				t.Fatalf("%s: logits differ from the reference by %g", e.Info().Kernel, worst)
+			}
+			t.Logf("%s: max |logit - reference| = %.2g", e.Info().Kernel, worst)
+		})
+	}
+}
+
+func TestGreedyMatchesReference(t *testing.T) {
+	_, ref := tinyModel(t)
+	for _, kernel := range []string{"auto", "portable"} {
+		for i := 0; i < 4; i++ {
+			t.Run(fmt.Sprintf("%s/prompt%d", kernel, i), func(t *testing.T) {
+				e := open(t, func(c *Config) { c.Kernel = kernel })
+				p := prompt(i, 5+i*20)
+				want := refGreedy(t, ref, p, 48)
+				got := solo(t, e, p, Params{MaxTokens: 48})
+				if !slices.Equal(got.out, want) {
+					t.Fatalf("engine %v\nreference %v", got.out, want)
+				}
+			})
+		}
+	}
+}
+
+// TestBatchingReferenceExact: N > B_max requests with staggered admission
+// (slots recycle) each produce exactly their solo greedy tokens, which are
+// the reference's, with and without speculation.
+func TestBatchingReferenceExact(t *testing.T) {
+	_, ref := tinyModel(t)
+	const n = 13
+	want := make([][]int32, n)
+	mk := func(i int) *request {
+		p := prompt(i, 3+(i*11)%60)
+		if i%2 == 1 {
+			p = repetitive(i, 10+(i*7)%50)
+		}
+		return &request{prompt: p, p: Params{MaxTokens: 10 + (i*17)%40}}
+	}
+	for i := range want {
+		r := mk(i)
+		want[i] = refGreedy(t, ref, r.prompt, r.p.MaxTokens)
+	}
+	for _, bmax := range []int{4, 8} {
+		for _, specK := range []int{0, 4} {
+			t.Run(fmt.Sprintf("bmax=%d/spec=%d", bmax, specK), func(t *testing.T) {
+				e := open(t, func(c *Config) { c.BMax = bmax; c.SpecK = specK; c.PrefillChunk = 16 })
+				reqs := make([]*request, n)
+				for i := range reqs {
+					reqs[i] = mk(i)
+				}
+				run(t, e, reqs, 2)
+				accepted := 0
+				for i, r := range reqs {
+					if !slices.Equal(r.out, want[i]) {
+						t.Errorf("request %d: batched %v\nreference %v", i, r.out, want[i])
+					}
+					accepted += r.stats.AcceptedTokens
+				}
+				if specK > 0 && accepted == 0 {
+					t.Error("speculation on, but no draft token was accepted")
+				}
+				if specK == 0 && accepted != 0 {
+					t.Errorf("speculation off, but %d draft tokens accepted", accepted)
+				}
+			})
+		}
+	}
+}
+
+// TestSpecOnOffIdentical: greedy and seeded sampling give the same tokens
+// with speculation on and off.
+func TestSpecOnOffIdentical(t *testing.T) {
+	params := map[string]Params{
+		"greedy":  {MaxTokens: 60},
+		"sampled": {MaxTokens: 60, Temperature: 0.7, TopK: 40, TopP: 0.95, Seed: 11},
+		"hot":     {MaxTokens: 60, Temperature: 1.5, Seed: 5},
+	}
+	for name, p := range params {
+		t.Run(name, func(t *testing.T) {
+			off := open(t, func(c *Config) { c.SpecK = 0 })
+			on := open(t, func(c *Config) { c.SpecK = 8 })
+			drafted := 0
+			for i := 0; i < 4; i++ {
+				a := solo(t, off, repetitive(i, 40), p)
+				b := solo(t, on, repetitive(i, 40), p)
+				if !slices.Equal(a.out, b.out) {
+					t.Fatalf("prompt %d: spec off %v\nspec on %v", i, a.out, b.out)
+				}
+				drafted += b.stats.DraftTokens
+			}
+			if drafted == 0 {
+				t.Fatal("no draft was proposed: the test proves nothing")
+			}
+		})
+	}
+}
+
+func TestSeedDeterminism(t *testing.T) {
+	p := Params{MaxTokens: 40, Temperature: 1, Seed: 42}
+	e := open(t, nil)
+	a := solo(t, e, prompt(1, 20), p)
+	b := solo(t, e, prompt(1, 20), p)
+	if !slices.Equal(a.out, b.out) {
+		t.Fatalf("same seed, different tokens:\n%v\n%v", a.out, b.out)
+	}
+	// batched with other sampled requests
+	reqs := []*request{{prompt: prompt(1, 20), p: p}}
+	for i := 0; i < 6; i++ {
+		reqs = append(reqs, &request{prompt: prompt(i+5, 10+i), p: Params{MaxTokens: 30, Temperature: 1, Seed: uint64(i)}})
+	}
+	run(t, e, reqs, 1)
+	if !slices.Equal(reqs[0].out, a.out) {
+		t.Fatalf("batched run differs from the solo run:\n%v\n%v", reqs[0].out, a.out)
+	}
+	p.Seed = 43
+	c := solo(t, e, prompt(1, 20), p)
+	if slices.Equal(c.out, a.out) {
+		t.Fatal("seeds 42 and 43 gave the same 40 tokens")
+	}
+}
+
+// TestSamplingParams: top-k 1 and a tiny top-p are greedy; with top-k 3
+// every token is among the 3 most likely under the reference.
+func TestSamplingParams(t *testing.T) {
+	_, ref := tinyModel(t)
+	e := open(t, nil)
+	pr := prompt(2, 12)
+	greedy := solo(t, e, pr, Params{MaxTokens: 30})
+	for name, p := range map[string]Params{
+		"top_k=1":      {MaxTokens: 30, Temperature: 1.3, TopK: 1, Seed: 3},
+		"top_p=0.0001": {MaxTokens: 30, Temperature: 1.3, TopP: 0.0001, Seed: 3},
+	} {
+		if got := solo(t, e, pr, p); !slices.Equal(got.out, greedy.out) {
+			t.Errorf("%s: %v, greedy %v", name, got.out, greedy.out)
+		}
+	}
+	got := solo(t, e, pr, Params{MaxTokens: 30, Temperature: 2, TopK: 3, Seed: 9})
+	logits, err := ref.Logits(append(slices.Clone(pr), got.out...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notGreedy := 0
+	for i, tok := range got.out {
+		l := logits[len(pr)-1+i]
+		rank := 0
+		for _, v := range l {
+			if v > l[tok] {
+				rank++
+			}
+		}
+		if rank >= 3 {
+			t.Errorf("token %d (%d) has rank %d under top_k=3", i, tok, rank)
+		}
+		if rank > 0 {
+			notGreedy++
+		}
+	}
+	if notGreedy == 0 {
+		t.Error("temperature 2 with top_k 3 always picked the most likely token")
+	}
+}
+
+func TestFinish(t *testing.T) {
+	path, ref := tinyModel(t)
+	_ = path
+	pr := longPrompt(t, ref, 4, 9, 30)
+	greedy := refGreedy(t, ref, pr, 30)
+	ctx := ref.Context
+	long := longPrompt(t, ref, 5, ctx-5, 5)
+	tests := []struct {
+		name   string
+		prompt []int32
+		p      Params
+		want   []int32
+		finish string
+	}{
+		{"max_tokens", pr, Params{MaxTokens: 7}, greedy[:7], FinishLength},
+		{"max_tokens=1", pr, Params{MaxTokens: 1}, greedy[:1], FinishLength},
+		{"stop token", pr, Params{MaxTokens: 30, StopTokens: []int32{TokPad, greedy[5]}}, greedy[:1+slices.Index(greedy, greedy[5])], FinishStop},
+		{"context limit", long, Params{MaxTokens: 100}, nil, FinishLength},
+	}
+	for _, tt := range tests {
+		for _, specK := range []int{0, 4} {
+			t.Run(fmt.Sprintf("%s/spec=%d", tt.name, specK), func(t *testing.T) {
+				e := open(t, func(c *Config) { c.SpecK = specK })
+				got := solo(t, e, tt.prompt, tt.p)
+				if got.finish != tt.finish {
+					t.Errorf("finish %q, want %q", got.finish, tt.finish)
+				}
+				want := tt.want
+				if want == nil { // context limit: prompt + output fill the context
+					want = refGreedy(t, ref, tt.prompt, ctx-len(tt.prompt))
+				}
+				if !slices.Equal(got.out, want) {
+					t.Errorf("tokens %v, want %v", got.out, want)
+				}
+				if got.stats.CompletionTokens != len(got.out) || got.stats.Finish != tt.finish {
+					t.Errorf("stats: completion %d finish %q; %d tokens emitted", got.stats.CompletionTokens, got.stats.Finish, len(got.out))
+				}
+			})
+		}
+	}
+}
+
+// The model's EOS ends generation with finish reason stop, EOS emitted.
+func TestEOS(t *testing.T) {
+	_, ref := tinyModel(t)
+	// find a prompt whose greedy continuation contains EOS
+	for i := 0; i < 400; i++ {
+		pr := prompt(i, 4+i%30)
+		toks, err := ref.Greedy(pr, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := slices.Index(toks, TokEOS)
+		if k < 0 {
+			continue
+		}
+		e := open(t, nil)
+		got := solo(t, e, pr, Params{MaxTokens: 60})
+		if got.finish != FinishStop || !slices.Equal(got.out, toks[:k+1]) {
+			t.Fatalf("finish %q tokens %v, want stop and %v", got.finish, got.out, toks[:k+1])
+		}
+		return
+	}
+	t.Skip("no prompt tried makes the tiny model emit EOS")
+}
+
+func TestSubmitErrors(t *testing.T) {
+	e := open(t, func(c *Config) { c.BMax = 1; c.MaxWaiting = 2 })
+	ctx := e.Info().ContextLength
+	ok := []int32{TokBOS, 'a'}
+	tests := []struct {
+		name   string
+		prompt []int32
+		p      Params
+		msg    string
+	}{
+		{"empty prompt", nil, Params{MaxTokens: 1}, "native: prompt: empty"},
+		{"prompt too long", make([]int32, ctx), Params{MaxTokens: 1}, fmt.Sprintf("native: prompt: %d tokens do not fit the context of %d (at most %d)", ctx, ctx, ctx-1)},
+		{"negative token", []int32{1, -1}, Params{MaxTokens: 1}, "native: prompt[1]: token -1 outside the vocabulary 0..263"},
+		{"token beyond vocabulary", []int32{264}, Params{MaxTokens: 1}, "native: prompt[0]: token 264 outside the vocabulary 0..263"},
+		{"max_tokens 0", ok, Params{}, "native: max_tokens: 0 < 1"},
+		{"negative temperature", ok, Params{MaxTokens: 1, Temperature: -0.5}, "native: temperature: -0.5 is not a finite number >= 0"},
+		{"NaN temperature", ok, Params{MaxTokens: 1, Temperature: float32(math.NaN())}, "native: temperature: nan is not a finite number >= 0"},
+		{"infinite temperature", ok, Params{MaxTokens: 1, Temperature: float32(math.Inf(1))}, "native: temperature: inf is not a finite number >= 0"},
+		{"negative top_k", ok, Params{MaxTokens: 1, TopK: -1}, "native: top_k: -1 < 0"},
+		{"top_p above 1", ok, Params{MaxTokens: 1, TopP: 1.5}, "native: top_p: 1.5 not in 0..1"},
+		{"17 stop tokens", ok, Params{MaxTokens: 1, StopTokens: make([]int32, 17)}, "native: stop: 17 tokens, at most 16"},
+		{"stop token beyond vocabulary", ok, Params{MaxTokens: 1, StopTokens: []int32{3, 300}}, "native: stop[1]: token 300 outside the vocabulary 0..263"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Submit(tt.prompt, tt.p)
+			if !errors.Is(err, ErrArg) || err.Error() != tt.msg {
+				t.Fatalf("got %v, want ErrArg %q", err, tt.msg)
+			}
+		})
+	}
+	t.Run("queue full", func(t *testing.T) {
+		for i := 0; i < 3; i++ { // one admitted into the slot, two waiting
+			if _, err := e.Submit(ok, Params{MaxTokens: 5}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := e.Submit(ok, Params{MaxTokens: 5})
+		if !errors.Is(err, ErrQueueFull) || err.Error() != "native: waiting queue full (2 requests wait)" {
+			t.Fatalf("got %v, want ErrQueueFull", err)
+		}
+		if r, w := e.Load(); r != 1 || w != 2 {
+			t.Fatalf("Load() = %d, %d; want 1, 2", r, w)
+		}
+	})
+}
+
+func TestMaxWaitingZero(t *testing.T) {
+	e := open(t, func(c *Config) { c.BMax = 2; c.MaxWaiting = 0 })
+	p := Params{MaxTokens: 50}
+	for i := 0; i < 2; i++ {
+		if _, err := e.Submit(prompt(i, 5), p); err != nil {
+			t.Fatalf("submit %d with a free slot: %v", i, err)
+		}
+	}
+	if _, err := e.Submit(prompt(3, 5), p); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("submit with every slot busy: %v, want ErrQueueFull", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := open(t, func(c *Config) { c.BMax = 2; c.PrefillChunk = 8 })
+	p := Params{MaxTokens: 100}
+	long, err := e.Submit(prompt(1, 40), p) // prefills 8 tokens per step
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, _ := e.Submit(prompt(2, 3), p)
+	waiting, _ := e.Submit(prompt(3, 3), p)
+	for i := 0; i < 3; i++ {
+		if _, err := e.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("mid-prefill", func(t *testing.T) {
+		st, err := e.Cancel(long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Finish != FinishAbort || st.CompletionTokens != 0 || st.PrefillTokens != 24 || st.FirstTokenNS != 0 || st.FinishNS == 0 {
+			t.Fatalf("stats %+v", *st)
+		}
+	})
+	t.Run("mid-decode", func(t *testing.T) {
+		st, err := e.Cancel(short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Finish != FinishAbort || st.CompletionTokens < 2 || st.FirstTokenNS == 0 {
+			t.Fatalf("stats %+v", *st)
+		}
+	})
+	t.Run("unknown or finished", func(t *testing.T) {
+		for _, id := range []ID{short, 999} {
+			if _, err := e.Cancel(id); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("cancel %d: %v, want ErrNotFound", id, err)
+			}
+		}
+	})
+	// the waiting request takes a freed slot at the next step
+	if _, err := e.Step(); err != nil {
+		t.Fatal(err)
+	}
+	if r, w := e.Load(); r != 1 || w != 0 {
+		t.Fatalf("after cancels Load() = %d, %d; want 1, 0", r, w)
+	}
+	t.Run("waiting", func(t *testing.T) {
+		e2 := open(t, func(c *Config) { c.BMax = 1 })
+		e2.Submit(prompt(1, 5), p)
+		id, _ := e2.Submit(prompt(2, 5), p)
+		st, err := e2.Cancel(id)
+		if err != nil || st.AdmittedNS != 0 || st.Finish != FinishAbort {
+			t.Fatalf("cancel waiting: %v %+v", err, st)
+		}
+		if r, w := e2.Load(); r != 1 || w != 0 {
+			t.Fatalf("Load() = %d, %d", r, w)
+		}
+	})
+	if _, err := e.Cancel(waiting); err != nil {
+		t.Fatal(err)
+	}
+	var snap schema.EngineBody
+	e.Snapshot(&snap)
+	if snap.KVBlocksUsed != 0 || snap.Running != 0 || snap.Waiting != 0 || snap.RequestsFinished != 3 {
+		t.Fatalf("after all cancels: %d blocks used, %d running, %d waiting, %d finished", snap.KVBlocksUsed, snap.Running, snap.Waiting, snap.RequestsFinished)
+	}
+}
+
+// TestMetricsConsistency runs a mixed workload and checks the cumulative
+// engine metrics against the requests' own stats and the step records.
+func TestMetricsConsistency(t *testing.T) {
+	e := open(t, func(c *Config) { c.BMax = 4; c.SpecK = 4; c.PrefillChunk = 16 })
+	var reqs []*request
+	for i := 0; i < 14; i++ {
+		p := Params{MaxTokens: 8 + i*5}
+		if i%3 == 0 {
+			p.Temperature, p.Seed = 0.8, uint64(i)
+		}
+		pr := prompt(i, 4+i*4)
+		if i%2 == 1 {
+			pr = repetitive(i, 30)
+		}
+		reqs = append(reqs, &request{prompt: pr, p: p})
+	}
+	var steps []schema.StepRecord
+	var snap schema.EngineBody
+	byID := map[ID]*request{}
+	for i, r := range reqs {
+		r.id, _ = e.Submit(r.prompt, r.p)
+		byID[r.id] = r
+		_ = i
+	}
+	// cancel one while running
+	cancelled := reqs[6]
+	for n := 0; ; n++ {
+		outs, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outs {
+			r := byID[o.ID]
+			r.out = append(r.out, o.Tokens...)
+			if o.Finish != "" {
+				r.done, r.stats = true, *o.Stats
+			}
+		}
+		if n == 12 && !cancelled.done {
+			st, err := e.Cancel(cancelled.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancelled.done, cancelled.stats = true, *st
+		}
+		if n%5 == 0 {
+			e.Snapshot(&snap)
+			steps = append(steps, snap.Steps...)
+		}
+		if r, w := e.Load(); r+w == 0 {
+			break
+		}
+	}
+	e.Snapshot(&snap)
+	steps = append(steps, snap.Steps...)
+	if snap.StepsDropped != 0 {
+		t.Fatalf("%d steps dropped", snap.StepsDropped)
+	}
+
+	var prompt, completion, prefill, decode, drafted, accepted int64
+	for i, r := range reqs {
+		if !r.done {
+			t.Fatalf("request %d never finished", i)
+		}
+		s := r.stats
+		prompt += int64(s.PromptTokens)
+		completion += int64(s.CompletionTokens)
+		prefill += int64(s.PrefillTokens)
+		decode += int64(s.DecodeTokens)
+		drafted += int64(s.DraftTokens)
+		accepted += int64(s.AcceptedTokens)
+		if s.CompletionTokens != len(r.out) {
+			t.Errorf("request %d: completion_tokens %d, %d tokens emitted", i, s.CompletionTokens, len(r.out))
+		}
+		if s.AcceptedTokens > s.DraftTokens {
+			t.Errorf("request %d: accepted %d > drafted %d", i, s.AcceptedTokens, s.DraftTokens)
+		}
+		if r != cancelled && s.CompletionTokens != s.DecodeTokens+1 {
+			t.Errorf("request %d: completion %d != decode %d + 1 (first token from prefill)", i, s.CompletionTokens, s.DecodeTokens)
+		}
+		if s.CompletionTokens > 0 && (s.FirstTokenNS < s.AdmittedNS || s.LastTokenNS < s.FirstTokenNS || s.FinishNS < s.LastTokenNS || s.AdmittedNS < s.ArrivalNS) {
+			t.Errorf("request %d: times out of order %+v", i, s)
+		}
+	}
+	check := func(name string, got, want int64) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: engine %d, requests %d", name, got, want)
+		}
+	}
+	check("prompt_tokens_sum", snap.PromptTokensSum, prompt)
+	check("completion_tokens_sum", snap.CompletionTokensSum, completion)
+	check("prefill_tokens_sum", snap.PrefillTokensSum, prefill)
+	check("decode_tokens_sum", snap.DecodeTokensSum, decode)
+	check("requests_finished", snap.RequestsFinished, int64(len(reqs)))
+	var dc, ac int64
+	for i := range snap.SpecDecode.DraftCount {
+		d, a := snap.SpecDecode.DraftCount[i], snap.SpecDecode.AcceptCount[i]
+		if a > d {
+			t.Errorf("position %d: accepted %d > drafted %d", i, a, d)
+		}
+		if i > 0 && d > snap.SpecDecode.DraftCount[i-1] {
+			t.Errorf("position %d drafted %d > position %d drafted %d", i, d, i-1, snap.SpecDecode.DraftCount[i-1])
+		}
+		dc += d
+		ac += a
+	}
+	check("spec draft tokens", dc, drafted)
+	check("spec accepted tokens", ac, accepted)
+	if accepted == 0 {
+		t.Error("no draft accepted: spec counters untested")
+	}
+
+	// steps by phase and batch size vs TimeCost counts (+1 warm-up each)
+	counts := map[string][]int64{}
+	var prefillSteps, prefillRows int64
+	for _, s := range steps {
+		if s.Phase == schema.PhasePrefill {
+			prefillSteps++
+			prefillRows += int64(s.Tokens)
+			continue
+		}
+		if counts[s.Phase] == nil {
+			counts[s.Phase] = make([]int64, e.Config().BMax+1)
+		}
+		counts[s.Phase][s.BatchSize]++
+	}
+	check("prefill rows in step records", prefillRows, snap.PrefillTokensSum)
+	for phase, tc := range map[string]schema.TimeByBatchSize{
+		schema.PhaseDecode: snap.DecodeTimeByBatchSize,
+		schema.PhaseDraft:  snap.DraftTimeByBatchSize,
+		schema.PhaseVerify: snap.VerifyTimeByBatchSize,
+	} {
+		ran := counts[phase]
+		if ran == nil {
+			t.Errorf("no %s steps recorded", phase)
+			continue
+		}
+		for bs := 1; bs < len(tc); bs++ {
+			want := ran[bs]
+			if want > 0 {
+				want-- // the warm-up step of each batch size is not counted
+			}
+			if tc[bs].Count != want {
+				t.Errorf("%s batch %d: TimeCost count %d, %d steps recorded (minus warm-up)", phase, bs, tc[bs].Count, ran[bs])
+			}
+			if tc[bs].Count > 0 && tc[bs].Sum <= 0 {
+				t.Errorf("%s batch %d: sum %g", phase, bs, tc[bs].Sum)
+			}
+		}
+	}
+	if snap.EngineDecodeTimeSum < snap.EngineDraftTimeSum+snap.EngineVerifyTimeSum {
+		t.Errorf("decode time %g < draft %g + verify %g", snap.EngineDecodeTimeSum, snap.EngineDraftTimeSum, snap.EngineVerifyTimeSum)
+	}
+	if snap.KVBlocksUsed != 0 || snap.KVCacheUsage != 0 {
+		t.Errorf("KV blocks still used: %d (%g)", snap.KVBlocksUsed, snap.KVCacheUsage)
+	}
+}
+
+// TestPreemption: with too few KV blocks for every slot to reach the
+// context limit, the newest request is evicted and recomputed later; its
+// tokens do not change.
+func TestPreemption(t *testing.T) {
+	_, ref := tinyModel(t)
+	const n = 6
+	prompts := make([][]int32, n)
+	for i := range prompts {
+		prompts[i] = longPrompt(t, ref, 100*i, 20+i*9, 120)
+	}
+	mk := func(i int) *request {
+		return &request{prompt: prompts[i], p: Params{MaxTokens: 120}}
+	}
+	for _, specK := range []int{0, 4} {
+		t.Run(fmt.Sprintf("spec=%d", specK), func(t *testing.T) {
+			// four requests of 140-167 tokens need 40 blocks of 16; there are 30
+			// (a request needs 16 to reach the context limit)
+			e := open(t, func(c *Config) { c.BMax = 4; c.KVBlocks = 30; c.SpecK = specK })
+			var reqs []*request
+			for i := 0; i < n; i++ {
+				reqs = append(reqs, mk(i))
+			}
+			run(t, e, reqs, 0)
+			var snap schema.EngineBody
+			e.Snapshot(&snap)
+			if snap.Preemptions == 0 {
+				t.Fatal("no request was preempted")
+			}
+			per := 0
+			for i, r := range reqs {
+				want := refGreedy(t, ref, r.prompt, r.p.MaxTokens)
+				if !slices.Equal(r.out, want) {
+					t.Errorf("request %d (%d preemptions): %v\nreference %v", i, r.stats.Preemptions, r.out, want)
+				}
+				per += r.stats.Preemptions
+				if r.stats.Preemptions > 0 && r.stats.PrefillTokens <= r.stats.PromptTokens {
+					t.Errorf("request %d preempted but prefill_tokens %d <= prompt %d", i, r.stats.PrefillTokens, r.stats.PromptTokens)
+				}
+			}
+			if int64(per) != snap.Preemptions {
+				t.Errorf("per-request preemptions %d, engine %d", per, snap.Preemptions)
+			}
+			if snap.KVBlocksUsed != 0 || snap.KVBlocksTotal != 30 {
+				t.Errorf("blocks used %d of %d after all finished", snap.KVBlocksUsed, snap.KVBlocksTotal)
+			}
+		})
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	t.Run("TimeCost warm-up", func(t *testing.T) {
+		e := open(t, func(c *Config) { c.SpecK = 0 })
+		r := solo(t, e, prompt(1, 5), Params{MaxTokens: 10}) // 1 prefill + 9 decode steps at batch 1
+		var s schema.EngineBody
+		e.Snapshot(&s)
+		if got := s.DecodeTimeByBatchSize[1].Count; got != 8 {
+			t.Fatalf("decode count at batch 1: %d, want 9 steps - 1 warm-up", got)
+		}
+		if r.stats.DecodeTokens != 9 || s.DecodeTokensSum != 9 || s.SpecDecode != nil {
+			t.Fatalf("decode tokens %d / %d, spec %v", r.stats.DecodeTokens, s.DecodeTokensSum, s.SpecDecode)
+		}
+		if len(s.Steps) != 10 || s.Steps[0].Phase != schema.PhasePrefill || s.Steps[0].Tokens != 5 || s.Steps[1].Phase != schema.PhaseDecode {
+			t.Fatalf("steps %+v", s.Steps)
+		}
+		e.Snapshot(&s)
+		if len(s.Steps) != 0 {
+			t.Fatalf("second snapshot carries %d old steps", len(s.Steps))
+		}
+		m := s.LastFinishedRequest
+		if m.PromptTokens != 5 || m.CompletionTokens != 10 || m.DecodeTokens != 9 || m.TTFTS <= 0 || m.EndToEndLatencyS < m.TTFTS {
+			t.Fatalf("last finished request %+v", m)
+		}
+		if s.DecodeTokensPerS <= 0 || s.PrefillTokensPerS <= 0 {
+			t.Fatalf("rates %g %g", s.DecodeTokensPerS, s.PrefillTokensPerS)
+		}
+	})
+	t.Run("step ring overflow", func(t *testing.T) {
+		e := open(t, func(c *Config) { c.SpecK = 0; c.StepRing = 4 })
+		solo(t, e, prompt(1, 5), Params{MaxTokens: 10})
+		var s schema.EngineBody
+		e.Snapshot(&s)
+		if len(s.Steps) != 4 || s.StepsDropped != 6 {
+			t.Fatalf("%d steps carried, %d dropped; want 4 and 6", len(s.Steps), s.StepsDropped)
+		}
+	})
+	t.Run("gauges", func(t *testing.T) {
+		e := open(t, func(c *Config) { c.BMax = 2; c.BlockSize = 8 })
+		for i := 0; i < 3; i++ {
+			e.Submit(prompt(i, 20), Params{MaxTokens: 50})
+		}
+		e.Step()
+		var s schema.EngineBody
+		e.Snapshot(&s)
+		// two slots hold 20 prompt tokens + 1 = 3 blocks of 8 each
+		if s.Running != 2 || s.Waiting != 1 || s.Slots != 2 || s.KVBlocksTotal != 2*32 || s.KVBlocksUsed != 6 {
+			t.Fatalf("gauges: running %d waiting %d slots %d blocks %d/%d", s.Running, s.Waiting, s.Slots, s.KVBlocksUsed, s.KVBlocksTotal)
+		}
+		if want := 6.0 / 64; s.KVCacheUsage != want {
+			t.Fatalf("kv usage %g, want %g", s.KVCacheUsage, want)
+		}
+	})
+	t.Run("JSON", func(t *testing.T) {
+		e := open(t, func(c *Config) { c.SpecK = 4 })
+		solo(t, e, repetitive(0, 40), Params{MaxTokens: 40})
+		var s schema.EngineBody
+		e.Snapshot(&s)
+		b, err := schema.Append(nil, &schema.Engine{Header: schema.Header{V: schema.Version, Kind: schema.KindEngine, Boot: "b0", Seq: 1, TimeUnixNano: 1}, EngineBody: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{`"spec_decode":{"draft_count":[`, `"count{batch_size=1}"`, `"steps":[{"phase":"prefill"`} {
+			if !strings.Contains(string(b), key) {
+				t.Errorf("snapshot JSON lacks %s:\n%s", key, b)
+			}
+		}
+		var ev schema.Event
+		if err := schema.Decode(b, &ev); err != nil {
+			t.Fatalf("the snapshot does not decode: %v\n%s", err, b)
+		}
+		if ev.DecodeTokensSum != s.DecodeTokensSum {
+			t.Fatal("decode_tokens_sum did not survive the round trip")
+		}
+	})
+}
+
+// TestStepAllocs: once running, Step and Snapshot allocate nothing in Go.
+func TestStepAllocs(t *testing.T) {
+	e := open(t, func(c *Config) { c.BMax = 4; c.SpecK = 4 })
+	for i := 0; i < 4; i++ {
+		if _, err := e.Submit(repetitive(i, 30), Params{MaxTokens: 200, Temperature: float32(i % 2), Seed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		e.Step()
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if _, err := e.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Step allocates %g times", n)
+	}
+	var s schema.EngineBody
+	e.Snapshot(&s)
+	if n := testing.AllocsPerRun(20, func() {
+		e.Step()
+		e.Snapshot(&s)
+	}); n != 0 {
+		t.Fatalf("Snapshot allocates %g times", n)
+	}
+}
+
+func TestThreads(t *testing.T) {
+	reqs := func() []*request {
+		var rs []*request
+		for i := 0; i < 6; i++ {
+			rs = append(rs, &request{prompt: prompt(i, 10+i*13), p: Params{MaxTokens: 30, Temperature: float32(i % 2), Seed: 7}})
+		}
+		return rs
+	}
+	one, two := reqs(), reqs()
+	run(t, open(t, func(c *Config) { c.Threads = 1 }), one, 1)
+	run(t, open(t, func(c *Config) { c.Threads = 2 }), two, 1)
+	for i := range one {
+		if !slices.Equal(one[i].out, two[i].out) {
+			t.Errorf("request %d: 1 thread %v\n2 threads %v", i, one[i].out, two[i].out)
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	path, ref := tinyModel(t)
+	t.Run("info", func(t *testing.T) {
+		e := open(t, nil)
+		in := e.Info()
+		if in.Name != "picometer-tiny" || in.Arch != "llama" || in.Dim != 64 || in.Layers != 2 || in.Heads != 4 || in.KVHeads != 2 ||
+			in.FFN != 172 || in.Vocab != VocabSize || in.ContextLength != ref.Context || in.BOS != TokBOS || in.EOS != TokEOS ||
+			len(in.Tokens) != VocabSize || in.Tokens[TokEOS] != "<|eos|>" || in.ChatTemplate == "" {
+			t.Fatalf("info %+v", in)
+		}
+		if in.Kernel != "avx2" && in.Kernel != "portable" {
+			t.Fatalf("kernel %q", in.Kernel)
+		}
+		c := e.Config()
+		if c.KVBlocks != 8*(ref.Context/16) || c.BMax != 8 || c.Kernel != "auto" {
+			t.Fatalf("config %+v", c)
+		}
+	})
+	t.Run("portable", func(t *testing.T) {
+		if k := open(t, func(c *Config) { c.Kernel = "portable" }).Info().Kernel; k != "portable" {
+			t.Fatalf("kernel %q", k)
+		}
+	})
+	tests := []struct {
+		name string
+		path string
+		mod  func(*Config)
+		is   error
+		msg  string
+	}{
+		{"missing file", filepath.Join(t.TempDir(), "nope.gguf"), nil, nil, "no such file or directory"},
+		{"not a model", "engine_test.go", nil, nil, "engine_test.go"},
+		{"b_max", path, func(c *Config) { c.BMax = 0 }, ErrArg, "native: b_max: 0 not in 1..64"},
+		{"spec_k", path, func(c *Config) { c.SpecK = 9 }, ErrArg, "native: spec_k: 9 not in 0..8"},
+		{"kernel", path, func(c *Config) { c.Kernel = "gpu" }, ErrArg, `native: kernel: "gpu" is not auto, avx2 or portable`},
+		{"kv_blocks", path, func(c *Config) { c.KVBlocks = 3 }, ErrArg,
+			fmt.Sprintf("native: kv_blocks: 3 is fewer than the %d blocks one request needs to reach the context limit (%d tokens, block_size 16)", ref.Context/16, ref.Context)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.mod != nil {
+				tt.mod(&cfg)
+			}
+			e, err := Open(tt.path, cfg)
+			if err == nil {
+				e.Close()
+				t.Fatal("no error")
+			}
+			if tt.is != nil && (!errors.Is(err, tt.is) || err.Error() != tt.msg) {
+				t.Fatalf("got %v, want %q", err, tt.msg)
+			}
+			if tt.is == nil && !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tt.msg)) {
+				t.Fatalf("got %v, want it to mention %q", err, tt.msg)
+			}
+		})
+	}
+	t.Run("closed", func(t *testing.T) {
+		e, err := Open(path, DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Submit([]int32{1}, Params{MaxTokens: 1}); err == nil {
+			t.Fatal("Submit on a closed engine")
+		}
+		if _, err := e.Step(); err == nil {
+			t.Fatal("Step on a closed engine")
+		}
+		if r, w := e.Load(); r != 0 || w != 0 {
+			t.Fatal("Load on a closed engine")
+		}
+	})
+}
