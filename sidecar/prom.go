@@ -1,0 +1,249 @@
+package sidecar
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// ContentType is the Content-Type of /metrics (Prometheus text format 0.0.4).
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// registry is the Prometheus side of the aggregation: one metrics.Set per
+// schema family, written after that family's own "# HELP" and "# TYPE"
+// lines. (metrics.ExposeMetadata would write an empty HELP, which promtool
+// rejects, so metadata comes from schema/ instead.)
+type registry struct {
+	fams []*family // schema order
+	byID map[string]*family
+}
+
+// family is one schema family and its series.
+type family struct {
+	f      *schema.Family
+	index  int    // position in schema.Families
+	name   string // f.PromName()
+	header string // "# HELP …\n# TYPE …\n"
+	set    *metrics.Set
+	n      atomic.Int64 // series registered in set
+}
+
+func newRegistry() *registry {
+	r := &registry{byID: make(map[string]*family, len(schema.Families))}
+	for i, f := range schema.Families {
+		name := f.PromName()
+		fam := &family{f: f, index: i, name: name, set: metrics.NewSet(),
+			header: "# HELP " + name + " " + escapeHelp(f.Help) + "\n# TYPE " + name + " " + f.Kind.PromType() + "\n"}
+		r.fams = append(r.fams, fam)
+		r.byID[f.ID] = fam
+	}
+	return r
+}
+
+// family returns the family with the given schema ID; unknown IDs are a bug.
+func (r *registry) family(id string) *family {
+	if fam, ok := r.byID[id]; ok {
+		return fam
+	}
+	panic("BUG: sidecar: no family " + id)
+}
+
+// WritePrometheus writes every family that has series, in schema order.
+func (r *registry) WritePrometheus(w io.Writer) {
+	for _, fam := range r.fams {
+		if fam.n.Load() == 0 {
+			continue
+		}
+		io.WriteString(w, fam.header)
+		fam.set.WritePrometheus(w)
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// ServeHTTP serves the exposition with the Prometheus text Content-Type.
+func (r *registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	r.WritePrometheus(buf)
+	w.Header().Set("Content-Type", ContentType)
+	w.Write(buf.Bytes())
+	if buf.Cap() <= 1<<20 {
+		bufPool.Put(buf)
+	}
+}
+
+// escapeHelp escapes a HELP text: backslash and newline.
+func escapeHelp(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+}
+
+// appendLabelValue appends v escaped for a Prometheus label value.
+func appendLabelValue(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			b = append(b, `\\`...)
+		case '"':
+			b = append(b, `\"`...)
+		case '\n':
+			b = append(b, `\n`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// label is an attribute and its value on one series.
+type label struct {
+	attr  *schema.Attr
+	value string
+}
+
+// seriesMeta identifies one series on both outputs.
+type seriesMeta struct {
+	fam   *family
+	name  string        // metrics.Set name: prom_name{label="value",…}
+	attrs attribute.Set // OTel attributes (schema keys)
+	start time.Time     // creation, the OTLP start time of cumulative points
+}
+
+func newMeta(fam *family, start time.Time, labels []label) seriesMeta {
+	m := seriesMeta{fam: fam, name: fam.name, start: start}
+	if len(labels) == 0 {
+		m.attrs = *attribute.EmptySet()
+		return m
+	}
+	b := make([]byte, 0, 128)
+	b = append(b, fam.name...)
+	b = append(b, '{')
+	kvs := make([]attribute.KeyValue, len(labels))
+	for i, l := range labels {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, l.attr.PromLabel()...)
+		b = append(b, `="`...)
+		b = appendLabelValue(b, l.value)
+		b = append(b, '"')
+		kvs[i] = attribute.String(l.attr.Key, l.value)
+	}
+	m.name = string(append(b, '}'))
+	m.attrs = attribute.NewSet(kvs...)
+	return m
+}
+
+// series is one registered series of any type.
+type series interface {
+	meta() *seriesMeta
+	unregister()
+}
+
+func (m *seriesMeta) meta() *seriesMeta { return m }
+
+func (m *seriesMeta) unregister() {
+	if m.fam.set.UnregisterMetric(m.name) {
+		m.fam.n.Add(-1)
+	}
+}
+
+// histSeries is an "le" histogram with the family's schema bounds.
+type histSeries struct {
+	seriesMeta
+	prom *metrics.PrometheusHistogram
+	// shadow keeps the same observations readable for the OTLP producer
+	// (metrics.PrometheusHistogram has no getter); nil when OTLP is off. It is
+	// guarded by the lock of the series' owner.
+	shadow *histShadow
+}
+
+type histShadow struct {
+	counts []uint64 // per bucket (not cumulative), len(bounds)+1, the last is +Inf
+	sum    float64
+	count  uint64
+}
+
+// observe records v on both outputs. Like metrics.PrometheusHistogram, it
+// ignores negative values and NaN (the decoder never produces them).
+func (h *histSeries) observe(v float64) {
+	h.prom.Update(v)
+	if s := h.shadow; s != nil && v >= 0 {
+		bounds := h.fam.f.Buckets
+		i := 0
+		for i < len(bounds) && v > bounds[i] {
+			i++
+		}
+		s.counts[i]++
+		s.sum += v
+		s.count++
+	}
+}
+
+// counterSeries is an integer counter.
+type counterSeries struct {
+	seriesMeta
+	c *metrics.Counter
+}
+
+// floatCounterSeries is a counter of seconds.
+type floatCounterSeries struct {
+	seriesMeta
+	c *metrics.FloatCounter
+}
+
+// gaugeSeries is a gauge (or an up-down counter, or an info series at 1).
+type gaugeSeries struct {
+	seriesMeta
+	g *metrics.Gauge
+}
+
+func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+	fam := r.family(famID)
+	h := &histSeries{seriesMeta: newMeta(fam, start, labels)}
+	h.prom = fam.set.NewPrometheusHistogramExt(h.name, fam.f.Buckets)
+	if shadow {
+		h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
+	}
+	fam.n.Add(1)
+	return h
+}
+
+func (r *registry) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
+	fam := r.family(famID)
+	c := &counterSeries{seriesMeta: newMeta(fam, start, labels)}
+	c.c = fam.set.NewCounter(c.name)
+	fam.n.Add(1)
+	return c
+}
+
+func (r *registry) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
+	fam := r.family(famID)
+	c := &floatCounterSeries{seriesMeta: newMeta(fam, start, labels)}
+	c.c = fam.set.NewFloatCounter(c.name)
+	fam.n.Add(1)
+	return c
+}
+
+// newGauge registers a gauge; f, if not nil, computes its value on read.
+func (r *registry) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
+	fam := r.family(famID)
+	g := &gaugeSeries{seriesMeta: newMeta(fam, start, labels)}
+	g.g = fam.set.NewGauge(g.name, f)
+	fam.n.Add(1)
+	return g
+}

@@ -1,0 +1,55 @@
+package sidecar
+
+import (
+	"time"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// selfMetrics are the sidecar's own series (schema source "sidecar") that
+// have no daemon labels: events applied by kind, rejected lines by reason,
+// open connections and failed OTLP exports. Every label value of their
+// closed sets is registered up front, so a rate over them is 0, not absent.
+// (events_lost and last_event_age carry model and engine and live on the
+// daemon's target.)
+type selfMetrics struct {
+	events         []*counterSeries // by schema.AttrEventKind.Values
+	decodeErrors   []*counterSeries // by schema.DecodeReasons
+	connections    *gaugeSeries
+	exportFailures *counterSeries
+	all            []series
+}
+
+func newSelfMetrics(r *registry, now time.Time) *selfMetrics {
+	s := &selfMetrics{}
+	for _, k := range schema.AttrEventKind.Values {
+		c := r.newCounter(schema.IDSidecarEvents, now, label{schema.AttrEventKind, k})
+		s.events = append(s.events, c)
+		s.all = append(s.all, c)
+	}
+	for _, reason := range schema.DecodeReasons {
+		c := r.newCounter(schema.IDSidecarDecodeErrors, now, label{schema.AttrDecodeReason, reason})
+		s.decodeErrors = append(s.decodeErrors, c)
+		s.all = append(s.all, c)
+	}
+	s.connections = r.newGauge(schema.IDSidecarConnections, now, nil)
+	s.exportFailures = r.newCounter(schema.IDSidecarExportFailure, now)
+	s.all = append(s.all, s.connections, s.exportFailures)
+	return s
+}
+
+// reject counts a rejected line under its reason. Every rejection the
+// decoder and the aggregator make is a *schema.DecodeError; anything else
+// would be a bug, counted as invalid_field rather than crashing on input.
+func (s *selfMetrics) reject(err error) {
+	reason := schema.ReasonOf(err)
+	for i, r := range schema.DecodeReasons {
+		if r == reason {
+			s.decodeErrors[i].c.Inc()
+			return
+		}
+	}
+	s.decodeErrors[reasonIndex(schema.ReasonInvalidField)].c.Inc()
+}
+
+func reasonIndex(reason string) int { return indexOf(schema.DecodeReasons, reason) }

@@ -1,0 +1,162 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"time"
+)
+
+// Sidecar is picometer-sidecar: the daemons' socket, the aggregation,
+// Prometheus /metrics and, when an endpoint is configured, the OTLP push.
+type Sidecar struct {
+	cfg  Config
+	otlp OTLPSettings
+	log  *slog.Logger
+	now  func() time.Time
+	// Agg is the aggregation both outputs read.
+	Agg  *Aggregator
+	push *OTLP // nil when OTLP is off
+}
+
+// Options are New's dependencies; zero values mean the real ones.
+type Options struct {
+	Now    func() time.Time    // clock (time.Now)
+	Logger *slog.Logger        // (slog.Default())
+	Getenv func(string) string // environment for the OTEL_* variables (os.Getenv)
+}
+
+// New validates cfg, resolves the OTLP settings against the environment and
+// builds the sidecar (exporters connect lazily: an unreachable endpoint only
+// shows up as failed exports).
+func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Getenv == nil {
+		opt.Getenv = os.Getenv
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o, err := cfg.ResolveOTLP(opt.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
+	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: time.Duration(cfg.ExpireAfter), Logger: opt.Logger})
+	if o.Enabled {
+		exp, err := NewExporter(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("otlp: %w", err)
+		}
+		res, err := NewResource(ctx, cfg.Socket)
+		if res == nil {
+			return nil, fmt.Errorf("otlp resource: %w", err)
+		}
+		if err != nil {
+			// A partial resource (e.g. a malformed OTEL_RESOURCE_ATTRIBUTES
+			// entry) is still usable; say so and go on.
+			s.log.Warn("OTLP resource incomplete", "err", err)
+		}
+		s.push = NewOTLP(exp, o, s.Agg, res)
+	}
+	return s, nil
+}
+
+// OTLPSettings returns the resolved OTLP settings.
+func (s *Sidecar) OTLPSettings() OTLPSettings { return s.otlp }
+
+// FlushOTLP exports now; it does nothing when OTLP is off.
+func (s *Sidecar) FlushOTLP(ctx context.Context) error {
+	if s.push == nil {
+		return nil
+	}
+	return s.push.ForceFlush(ctx)
+}
+
+// Handler serves GET /metrics (the Prometheus text exposition) and
+// GET /health ("ok").
+func (s *Sidecar) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.Agg.reg)
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// WritePrometheus writes the exposition /metrics serves.
+func (s *Sidecar) WritePrometheus(w io.Writer) { s.Agg.reg.WritePrometheus(w) }
+
+// Run applies the memory limit, listens on the configured socket and
+// address, and serves until ctx is done.
+func (s *Sidecar) Run(ctx context.Context) error {
+	if s.cfg.MemoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(s.cfg.MemoryLimitMiB) << 20)
+	}
+	mode, _ := s.cfg.SocketFileMode()
+	sock, err := ListenSocket(s.cfg.Socket, mode)
+	if err != nil {
+		return err
+	}
+	web, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		sock.Close()
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	s.log.Info("picometer-sidecar listening", "socket", s.cfg.Socket, "metrics", "http://"+web.Addr().String()+"/metrics",
+		"otlp", s.otlp.Enabled, "otlp_protocol", s.otlp.Protocol, "otlp_endpoint", s.otlp.Endpoint)
+	return s.Serve(ctx, sock, web)
+}
+
+// Serve serves daemons on sock and HTTP on web until ctx is done, expiring
+// disconnected daemons as it goes; then it closes both listeners and every
+// connection and pushes a last OTLP export.
+func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(web) }()
+	sockDone := make(chan struct{})
+	go func() {
+		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.log)
+		close(sockDone)
+	}()
+	tick := time.NewTicker(min(max(time.Duration(s.cfg.ExpireAfter)/4, time.Second), time.Minute))
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			s.Agg.Expire(s.now())
+		case err = <-httpErr:
+			err = fmt.Errorf("http: %w", err)
+			break loop
+		}
+	}
+	sock.Close()
+	<-sockDone
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if s.push != nil {
+		if perr := s.push.Shutdown(sctx); perr != nil && !errors.Is(perr, context.DeadlineExceeded) {
+			s.log.Warn("last OTLP export failed", "err", perr)
+		}
+	}
+	return err
+}

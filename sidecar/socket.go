@@ -1,0 +1,229 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// ListenSocket listens on the unix stream socket at path with the given
+// permission bits. A socket file left by a process that is gone (nothing
+// answers a dial) is replaced; a live one (another sidecar listening) is an
+// error, and so is a path that exists but is not a socket. The socket file is
+// removed when the listener closes.
+func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("socket %s: the path exists and is not a socket; not replacing it", path)
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("socket %s: another process is listening on it (is a sidecar already running?)", path)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("socket %s: removing the stale socket file: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// serveSocket accepts connections until ln is closed, each served on its
+// own goroutine; it returns when ln is closed and every connection ended.
+func serveSocket(ln net.Listener, a *Aggregator, maxLine int, log *slog.Logger) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				break
+			}
+			log.Warn("socket accept failed", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		mu.Lock()
+		open[nc] = true
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := ServeConn(nc, a, maxLine, log)
+			nc.Close()
+			mu.Lock()
+			delete(open, nc)
+			mu.Unlock()
+			log.Debug("daemon connection closed", "lines", st.Lines, "applied", st.Applied, "rejected", st.Rejected, "err", st.Err)
+		}()
+	}
+	// The listener is closed: end the open connections too.
+	mu.Lock()
+	for nc := range open {
+		nc.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+}
+
+// ConnStats says what ServeConn did with a connection.
+type ConnStats struct {
+	Lines    int   // lines read (a final line without a newline included)
+	Applied  int   // lines applied to the aggregation
+	Rejected int   // lines counted under a decode reason
+	Err      error // why the connection ended: nil at EOF, else the read error or the closing rejection
+}
+
+// ServeConn reads NDJSON lines from r until EOF, a read error, or a line
+// whose rejection closes the connection (line_too_long,
+// unsupported_version). Every line is either applied or counted under its
+// reason; nothing in the bytes can make it panic.
+func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnStats {
+	c := a.Connect()
+	defer c.Close()
+	lr := newLineReader(r, maxLine)
+	var ev schema.Event
+	var st ConnStats
+	reads := -1
+	for {
+		line, err := lr.next()
+		if lr.reads != reads {
+			reads = lr.reads
+			c.SetNow(a.now())
+		}
+		if err == errLineTooLong {
+			st.Lines++
+			st.Rejected++
+			de := &schema.DecodeError{Reason: schema.ReasonLineTooLong,
+				Msg: fmt.Sprintf("line longer than %d bytes; closing the connection", maxLine)}
+			c.Reject(de)
+			log.Warn("daemon connection closed", "reason", de.Reason, "err", de.Msg)
+			st.Err = de
+			return st
+		}
+		if err != nil {
+			if err != io.EOF {
+				st.Err = err
+			}
+			return st
+		}
+		st.Lines++
+		err = decodeLine(line, &ev)
+		if err == nil {
+			err = c.Apply(&ev)
+		}
+		if err == nil {
+			st.Applied++
+			continue
+		}
+		st.Rejected++
+		c.Reject(err)
+		reason := schema.ReasonOf(err)
+		if reason == schema.ReasonInvalidField || reason == schema.ReasonUnknownKind {
+			c.Skip(&ev)
+		}
+		if closesConnection(reason) {
+			log.Warn("daemon connection closed", "reason", reason, "err", err)
+			st.Err = err
+			return st
+		}
+		if log.Enabled(context.Background(), slog.LevelDebug) {
+			log.Debug("socket line rejected", "reason", reason, "err", err)
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// lineReader splits a stream into lines of at most max bytes (newline
+// excluded). Its buffer starts small and grows to max+1 only while a long
+// line is being read.
+type lineReader struct {
+	r          io.Reader
+	buf        []byte
+	start, end int // unread bytes are buf[start:end]
+	scanned    int // buf[start:scanned] holds no newline
+	max        int
+	err        error
+	reads      int // Read calls so far
+}
+
+const lineBufSize = 64 << 10
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: r, buf: make([]byte, min(lineBufSize, max+1)), max: max}
+}
+
+// next returns the next line, valid until the following call;
+// errLineTooLong when a line exceeds max (the reader is then unusable);
+// io.EOF or the read error once everything was returned. A last line
+// without a newline is returned before io.EOF.
+func (lr *lineReader) next() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(lr.buf[lr.scanned:lr.end], '\n'); i >= 0 {
+			j := lr.scanned + i
+			line := lr.buf[lr.start:j]
+			lr.start, lr.scanned = j+1, j+1
+			if len(line) > lr.max {
+				return nil, errLineTooLong
+			}
+			return line, nil
+		}
+		lr.scanned = lr.end
+		if lr.end-lr.start > lr.max {
+			return nil, errLineTooLong
+		}
+		if lr.err != nil {
+			if lr.start < lr.end {
+				line := lr.buf[lr.start:lr.end]
+				lr.start, lr.scanned = lr.end, lr.end
+				return line, nil
+			}
+			return nil, lr.err
+		}
+		lr.fill()
+	}
+}
+
+// fill reads more bytes, first making room: moving the unread tail to the
+// front, growing the buffer (up to max+1) when the tail fills it, or
+// shrinking it back once a long line is gone.
+func (lr *lineReader) fill() {
+	n := lr.end - lr.start
+	switch {
+	case n == 0 && len(lr.buf) > lineBufSize:
+		lr.buf = make([]byte, lineBufSize)
+	case n == len(lr.buf):
+		nb := make([]byte, min(2*len(lr.buf), lr.max+1))
+		copy(nb, lr.buf[lr.start:lr.end])
+		lr.buf = nb
+	case lr.start > 0:
+		copy(lr.buf, lr.buf[lr.start:lr.end])
+	}
+	lr.scanned -= lr.start
+	lr.start, lr.end = 0, n
+	m, err := lr.r.Read(lr.buf[lr.end:])
+	lr.reads++
+	lr.end += m
+	if err != nil {
+		lr.err = err
+	}
+}
