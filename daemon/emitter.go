@@ -1,0 +1,293 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// maxQueuedSteps bounds the step records held by queued engine snapshots
+// (about 40 bytes each); a snapshot that would exceed it loses its step
+// records, counted in steps_dropped.
+const maxQueuedSteps = 1 << 16
+
+// maxBatchBytes is how much the writer encodes before one socket write.
+const maxBatchBytes = 64 << 10
+
+// Emitter writes NDJSON metric events (schema types) to the sidecar's unix
+// socket from its own goroutine. Producers never block: [Emitter.Request]
+// and [Emitter.Engine] put the event in a bounded queue or, when it is
+// full, drop it and count it ([Emitter.Dropped], reported as
+// events_dropped in the next engine snapshot).
+//
+// On every connection the writer first sends a hello; sequence numbers
+// start at 1 and continue across reconnections. Each sequence number is
+// written once: when a write fails, the events of that batch are lost and
+// the sidecar sees the gap. Writes have a deadline, so a stalled sidecar
+// is disconnected instead of blocking the writer; reconnection backs off
+// exponentially between BackoffMin and BackoffMax. With no sidecar, events
+// wait in the queue up to its bound.
+type Emitter struct {
+	cfg   MetricsConfig
+	boot  string
+	hello schema.HelloBody
+	logf  func(format string, args ...any)
+	wall  func() time.Time
+
+	q            chan any // *schema.Request or *schema.Engine
+	dropped      atomic.Int64
+	stepsDropped atomic.Int64
+	queuedSteps  atomic.Int64
+	connects     atomic.Int64
+	lost         atomic.Int64
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	deadline  atomic.Int64 // unix nanoseconds: give up flushing after this
+	done      chan struct{}
+
+	// Writer-owned.
+	seq  uint64
+	conn net.Conn
+	buf  []byte
+	down bool // the last connection attempt failed (logged once)
+}
+
+// NewBootID returns a random identifier for one run of the daemon.
+func NewBootID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("BUG: crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// NewEmitter starts an emitter writing to cfg.Socket.
+func NewEmitter(cfg MetricsConfig, boot string, hello schema.HelloBody, logf func(string, ...any), wall func() time.Time) *Emitter {
+	e := &Emitter{
+		cfg: cfg, boot: boot, hello: hello, logf: logf, wall: wall,
+		q:       make(chan any, cfg.Queue),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go e.run()
+	return e
+}
+
+// Request queues a request event (it fills the header).
+func (e *Emitter) Request(ev *schema.Request) {
+	e.header(&ev.Header, schema.KindRequest)
+	e.enqueue(ev)
+}
+
+// Engine queues an engine snapshot (it fills the header).
+func (e *Emitter) Engine(ev *schema.Engine) {
+	e.header(&ev.Header, schema.KindEngine)
+	if n := int64(len(ev.Steps)); n > 0 && e.queuedSteps.Add(n) > maxQueuedSteps {
+		e.queuedSteps.Add(-n)
+		e.stepsDropped.Add(n)
+		ev.Steps = []schema.StepRecord{}
+	}
+	e.enqueue(ev)
+}
+
+func (e *Emitter) header(h *schema.Header, kind string) {
+	h.V, h.Kind, h.Boot, h.TimeUnixNano = schema.Version, kind, e.boot, e.wall().UnixNano()
+}
+
+func (e *Emitter) enqueue(ev any) {
+	select {
+	case e.q <- ev:
+	default:
+		e.dropped.Add(1)
+		if eng, ok := ev.(*schema.Engine); ok {
+			e.queuedSteps.Add(-int64(len(eng.Steps)))
+		}
+	}
+}
+
+// Dropped returns how many events were dropped because the queue was full.
+func (e *Emitter) Dropped() int64 { return e.dropped.Load() }
+
+// StepsDropped returns how many step records were dropped to bound memory.
+func (e *Emitter) StepsDropped() int64 { return e.stepsDropped.Load() }
+
+// Connects returns how many connections were made (each began with a hello).
+func (e *Emitter) Connects() int64 { return e.connects.Load() }
+
+// Lost returns how many events were lost in failed writes.
+func (e *Emitter) Lost() int64 { return e.lost.Load() }
+
+// Close writes what is queued (connecting if needed) for at most timeout,
+// then stops the writer. Events still queued after that are lost.
+func (e *Emitter) Close(timeout time.Duration) {
+	e.closeOnce.Do(func() {
+		e.deadline.Store(time.Now().Add(timeout).UnixNano())
+		close(e.closing)
+	})
+	<-e.done
+}
+
+func (e *Emitter) pastDeadline() bool {
+	select {
+	case <-e.closing:
+		return time.Now().UnixNano() >= e.deadline.Load()
+	default:
+		return false
+	}
+}
+
+func (e *Emitter) run() {
+	defer close(e.done)
+	defer func() {
+		if e.conn != nil {
+			e.conn.Close()
+		}
+		if n := len(e.q); n > 0 {
+			e.logf("emitter: %d events not written before shutdown", n)
+		}
+	}()
+	backoff := e.cfg.BackoffMin
+	for {
+		var ev any
+		select {
+		case ev = <-e.q:
+		case <-e.closing:
+			select {
+			case ev = <-e.q:
+			default:
+				return // drained
+			}
+		}
+		for e.conn == nil {
+			if e.pastDeadline() {
+				return
+			}
+			if err := e.connect(); err != nil {
+				if !e.down {
+					e.logf("emitter: cannot reach %s (%v); events queue up (bound %d) and the emitter retries", e.cfg.Socket, err, e.cfg.Queue)
+					e.down = true
+				}
+				if !e.sleep(backoff) {
+					return
+				}
+				backoff = min(2*backoff, e.cfg.BackoffMax)
+				continue
+			}
+			backoff = e.cfg.BackoffMin
+		}
+		e.writeBatch(ev)
+	}
+}
+
+// sleep waits d, or less when closing; it returns false when the flush
+// deadline has passed.
+func (e *Emitter) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.closing:
+		if rest := time.Until(time.Unix(0, e.deadline.Load())); rest > 0 {
+			t.Reset(min(d, rest))
+			<-t.C
+		}
+	}
+	return !e.pastDeadline()
+}
+
+// connect dials the socket and writes the hello.
+func (e *Emitter) connect() error {
+	d := net.Dialer{Timeout: e.cfg.WriteTimeout}
+	conn, err := d.Dial("unix", e.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	e.seq++
+	hello := &schema.Hello{HelloBody: e.hello}
+	e.header(&hello.Header, schema.KindHello)
+	hello.Seq = e.seq
+	e.buf, err = schema.Append(e.buf[:0], hello)
+	if err != nil {
+		panic("BUG: emitter: encode hello: " + err.Error())
+	}
+	if err := e.write(conn); err != nil {
+		conn.Close()
+		return err
+	}
+	e.conn = conn
+	e.connects.Add(1)
+	if e.down {
+		e.logf("emitter: connected to %s", e.cfg.Socket)
+		e.down = false
+	}
+	return nil
+}
+
+func (e *Emitter) write(conn net.Conn) error {
+	deadline := time.Now().Add(e.cfg.WriteTimeout)
+	if e.pastDeadlineSet() {
+		deadline = time.Unix(0, min(deadline.UnixNano(), e.deadline.Load()))
+	}
+	if err := conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	_, err := conn.Write(e.buf)
+	return err
+}
+
+func (e *Emitter) pastDeadlineSet() bool {
+	select {
+	case <-e.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// writeBatch encodes ev and whatever else is queued (up to maxBatchBytes)
+// and writes them in one write.
+func (e *Emitter) writeBatch(ev any) {
+	e.buf = e.buf[:0]
+	n := 0
+	for {
+		e.seq++
+		var err error
+		switch v := ev.(type) {
+		case *schema.Request:
+			v.Seq = e.seq
+			e.buf, err = schema.Append(e.buf, v)
+		case *schema.Engine:
+			v.Seq = e.seq
+			e.buf, err = schema.Append(e.buf, v)
+			e.queuedSteps.Add(-int64(len(v.Steps)))
+		}
+		if err != nil {
+			panic("BUG: emitter: encode event: " + err.Error())
+		}
+		n++
+		if len(e.buf) >= maxBatchBytes {
+			break
+		}
+		select {
+		case ev = <-e.q:
+			continue
+		default:
+		}
+		break
+	}
+	if err := e.write(e.conn); err != nil {
+		e.lost.Add(int64(n))
+		e.logf("emitter: write to %s failed (%v); %d events lost, reconnecting", e.cfg.Socket, err, n)
+		e.conn.Close()
+		e.conn = nil
+		e.down = true
+	}
+}
+
+var _ eventSink = (*Emitter)(nil)

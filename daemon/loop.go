@@ -1,0 +1,432 @@
+package daemon
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/schema"
+)
+
+// eventSink receives metric events. It never blocks; the emitter queues
+// and counts overflow.
+type eventSink interface {
+	Request(ev *schema.Request)
+	Engine(ev *schema.Engine)
+	// Dropped returns the events dropped so far (queue overflow).
+	Dropped() int64
+	// StepsDropped returns the step records the sink dropped so far.
+	StepsDropped() int64
+}
+
+// nopSink is the sink when the emitter is off.
+type nopSink struct{}
+
+func (nopSink) Request(*schema.Request) {}
+func (nopSink) Engine(*schema.Engine)   {}
+func (nopSink) Dropped() int64          { return 0 }
+func (nopSink) StepsDropped() int64     { return 0 }
+
+// loop is the engine loop: the one goroutine that owns the engine. Handlers
+// reach it over channels: submissions, cancellations, snapshot requests and
+// control (drain, abort, stop). Each iteration drains those channels
+// without blocking, aborts requests whose deadline passed, and runs one
+// engine step, handing each request's tokens to it. With nothing to do it
+// blocks on the channels. Snapshots go to the sink every interval and once
+// when the loop stops.
+type loop struct {
+	eng      Engine
+	sink     eventSink
+	clock    func() int64 // monotonic nanoseconds (native.Now)
+	logf     func(format string, args ...any)
+	interval time.Duration
+	timeout  time.Duration // per-request deadline, for error messages
+	stepCap  int           // step records kept between two emitted snapshots
+
+	submitCh chan *seq
+	cancelCh chan cancelMsg
+	snapCh   chan chan *schema.EngineBody
+	ctlCh    chan ctlMsg
+	done     chan struct{}
+
+	// Owned by the loop goroutine.
+	active       map[native.ID]*seq
+	draining     bool
+	failed       *apiError
+	steps        []schema.StepRecord // taken by debug snapshots, carried by the next emitted one
+	stepsDropped int64               // step records the loop could not carry
+	nextDeadline int64
+	stopped      []*seq
+
+	failedFlag atomic.Bool // the engine failed (for /health)
+}
+
+type cancelMsg struct {
+	s    *seq
+	kind string // schema.ErrCancelled, ErrTimeout or ErrShutdown
+}
+
+type ctlOp int
+
+const (
+	ctlDrain ctlOp = iota // reject new submissions (503 shutting_down)
+	ctlAbort              // abort every active request (error type shutdown)
+	ctlStop               // abort what is left, emit the final snapshot, exit
+)
+
+type ctlMsg struct {
+	op  ctlOp
+	ack chan struct{}
+}
+
+func newLoop(eng Engine, sink eventSink, clock func() int64, logf func(string, ...any), interval, timeout time.Duration) *loop {
+	stepCap := eng.Config().StepRing
+	if stepCap < 1 {
+		stepCap = native.DefaultConfig().StepRing
+	}
+	return &loop{
+		eng: eng, sink: sink, clock: clock, logf: logf, interval: interval, timeout: timeout, stepCap: stepCap,
+		submitCh: make(chan *seq, 1024),
+		cancelCh: make(chan cancelMsg, 1024),
+		snapCh:   make(chan chan *schema.EngineBody),
+		ctlCh:    make(chan ctlMsg),
+		done:     make(chan struct{}),
+		active:   make(map[native.ID]*seq),
+	}
+}
+
+// --- API for handlers (any goroutine) ---
+
+// submit hands s to the engine and returns nil once it is queued there, or
+// the error to answer with (429 queue full, 503 shutting down, 500 …).
+func (l *loop) submit(s *seq) *apiError {
+	select {
+	case l.submitCh <- s:
+	case <-l.done:
+		return errShuttingDown
+	}
+	return <-s.submitted
+}
+
+// cancel asks the loop to abort s (if it has not finished already).
+func (l *loop) cancel(s *seq, kind string) {
+	select {
+	case l.cancelCh <- cancelMsg{s, kind}:
+	case <-l.done:
+	}
+}
+
+// snapshot returns a fresh engine snapshot (Steps empty: step records go to
+// the sidecar), or nil when the loop has stopped.
+func (l *loop) snapshot() *schema.EngineBody {
+	reply := make(chan *schema.EngineBody, 1)
+	select {
+	case l.snapCh <- reply:
+	case <-l.done:
+		return nil
+	}
+	select {
+	case b := <-reply:
+		return b
+	case <-l.done:
+		return nil
+	}
+}
+
+func (l *loop) control(op ctlOp) {
+	m := ctlMsg{op, make(chan struct{})}
+	select {
+	case l.ctlCh <- m:
+	case <-l.done:
+		return
+	}
+	select {
+	case <-m.ack:
+	case <-l.done:
+	}
+}
+
+// --- the loop goroutine ---
+
+func (l *loop) run() {
+	defer close(l.done)
+	ticker := time.NewTicker(l.interval)
+	defer ticker.Stop()
+	for {
+		if len(l.active) == 0 {
+			// Idle: block until something happens.
+			select {
+			case s := <-l.submitCh:
+				l.doSubmit(s)
+			case c := <-l.cancelCh:
+				l.doCancel(c.s, c.kind)
+			case r := <-l.snapCh:
+				r <- l.debugSnapshot()
+			case <-ticker.C:
+				l.emitSnapshot()
+			case m := <-l.ctlCh:
+				if l.doControl(m) {
+					return
+				}
+			}
+		}
+		if l.poll(ticker) {
+			return
+		}
+		l.checkDeadlines()
+		if len(l.active) > 0 {
+			l.step()
+		}
+	}
+}
+
+// poll handles whatever arrived on the channels, without blocking. It
+// reports whether the loop must exit.
+func (l *loop) poll(ticker *time.Ticker) bool {
+	for range 4096 {
+		select {
+		case s := <-l.submitCh:
+			l.doSubmit(s)
+		case c := <-l.cancelCh:
+			l.doCancel(c.s, c.kind)
+		case r := <-l.snapCh:
+			r <- l.debugSnapshot()
+		case <-ticker.C:
+			l.emitSnapshot()
+		case m := <-l.ctlCh:
+			if l.doControl(m) {
+				return true
+			}
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func (l *loop) doSubmit(s *seq) {
+	switch {
+	case l.draining:
+		s.submitted <- errShuttingDown
+		return
+	case l.failed != nil:
+		s.submitted <- l.failed
+		return
+	}
+	id, err := l.eng.Submit(s.prompt, s.params)
+	if err != nil {
+		switch {
+		case errors.Is(err, native.ErrQueueFull):
+			s.submitted <- errQueueFull
+		case errors.Is(err, native.ErrArg):
+			s.submitted <- badRequest(s.promptParam(), "invalid_value", "The engine rejected the request: %v", err)
+		default:
+			s.submitted <- errEngine(err)
+		}
+		return
+	}
+	s.engID = id
+	l.active[id] = s
+	if s.deadline != 0 && (l.nextDeadline == 0 || s.deadline < l.nextDeadline) {
+		l.nextDeadline = s.deadline
+	}
+	s.submitted <- nil
+}
+
+func (s *seq) promptParam() string {
+	if s.op == schema.OpChat {
+		return "messages"
+	}
+	return "prompt"
+}
+
+// doCancel aborts s in the engine if it is still active.
+func (l *loop) doCancel(s *seq, kind string) {
+	if l.active[s.engID] != s {
+		return // finished already
+	}
+	stats, err := l.eng.Cancel(s.engID)
+	if err != nil {
+		l.logf("engine loop: cancel %s: %v", s.id, err)
+		stats = nil
+	}
+	var e *apiError
+	switch kind {
+	case schema.ErrTimeout:
+		e = errTimeout(l.timeout.String(), s.ntoks)
+	case schema.ErrShutdown:
+		e = errShuttingDown
+	default:
+		e = errCancelled
+	}
+	l.finish(s, schema.FinishAbort, kind, stats, e)
+}
+
+func (l *loop) checkDeadlines() {
+	if l.nextDeadline == 0 {
+		return
+	}
+	now := l.clock()
+	if now < l.nextDeadline {
+		return
+	}
+	l.nextDeadline = 0
+	var expired []*seq
+	for _, s := range l.active {
+		switch {
+		case s.deadline == 0:
+		case s.deadline <= now:
+			expired = append(expired, s)
+		case l.nextDeadline == 0 || s.deadline < l.nextDeadline:
+			l.nextDeadline = s.deadline
+		}
+	}
+	for _, s := range expired {
+		l.doCancel(s, schema.ErrTimeout)
+	}
+}
+
+// step runs one engine step and hands its outputs over. Outputs and their
+// stats belong to the engine until its next call, so every output is
+// consumed before a stop-string match cancels a request.
+func (l *loop) step() {
+	outs, err := l.eng.Step()
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.stopped = l.stopped[:0]
+	for i := range outs {
+		o := &outs[i]
+		s := l.active[o.ID]
+		if s == nil {
+			l.logf("BUG: engine loop: output for unknown request %d", o.ID)
+			continue
+		}
+		matched := s.consume(o.Tokens)
+		switch {
+		case o.Finish != "":
+			finish := o.Finish
+			if matched {
+				finish = schema.FinishStop
+			}
+			l.finish(s, finish, "", o.Stats, nil)
+		case matched:
+			l.stopped = append(l.stopped, s)
+		}
+	}
+	for _, s := range l.stopped {
+		stats, err := l.eng.Cancel(s.engID)
+		if err != nil {
+			l.logf("engine loop: cancel %s after its stop string: %v", s.id, err)
+			stats = nil
+		}
+		l.finish(s, schema.FinishStop, "", stats, nil)
+	}
+	if len(outs) == 0 && len(l.active) > 0 {
+		if running, waiting := l.eng.Load(); running+waiting == 0 {
+			l.fail(errors.New("BUG: the engine holds no request but the daemon waits for some"))
+		}
+	}
+}
+
+// fail ends every active request with an engine error; the engine cannot
+// continue, so later submissions get the same error.
+func (l *loop) fail(err error) {
+	l.logf("engine loop: engine failed: %v", err)
+	l.failed = errEngine(err)
+	l.failedFlag.Store(true)
+	for _, s := range l.active {
+		l.finish(s, schema.FinishError, schema.ErrEngine, nil, l.failed)
+	}
+}
+
+// finish ends s: the last text, its result, and its request event.
+func (l *loop) finish(s *seq, finish, errType string, stats *native.RequestStats, e *apiError) {
+	delete(l.active, s.engID)
+	if finish == schema.FinishStop || finish == schema.FinishLength {
+		s.flushText()
+	}
+	body := requestBody(s, stats, finish, errType, l.clock())
+	s.complete(result{finish: finish, err: e, body: body})
+	l.sink.Request(&schema.Request{RequestBody: body})
+}
+
+// requestBody builds a request event body from the engine's stats, or from
+// the arrival time alone when the engine has none.
+func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now int64) schema.RequestBody {
+	b := schema.RequestBody{ID: s.id, Operation: s.op, Stream: s.stream, FinishReason: finish, ErrorType: errType}
+	if stats != nil {
+		stats.Wire(&b)
+	} else {
+		b.AdmittedUS, b.FirstTokenUS, b.LastTokenUS = -1, -1, -1
+		b.FinishUS = max(0, (now-s.params.ArrivalNS)/1000)
+		b.ITLUS = []int64{}
+	}
+	b.Metrics = b.MLCMetrics()
+	return b
+}
+
+func (l *loop) doControl(m ctlMsg) (exit bool) {
+	defer close(m.ack)
+	switch m.op {
+	case ctlDrain:
+		l.draining = true
+	case ctlAbort:
+		l.abortAll()
+	case ctlStop:
+		l.draining = true
+		l.abortAll()
+		l.emitSnapshot()
+		return true
+	}
+	return false
+}
+
+func (l *loop) abortAll() {
+	all := make([]*seq, 0, len(l.active))
+	for _, s := range l.active {
+		all = append(all, s)
+	}
+	for _, s := range all {
+		l.doCancel(s, schema.ErrShutdown)
+	}
+}
+
+// emitSnapshot sends a cumulative snapshot with every step record since
+// the previous emitted one.
+func (l *loop) emitSnapshot() {
+	ev := &schema.Engine{}
+	l.eng.Snapshot(&ev.EngineBody)
+	if len(l.steps) > 0 {
+		ev.Steps = append(l.steps, ev.Steps...)
+		l.steps = nil
+	}
+	l.counters(&ev.EngineBody)
+	l.sink.Engine(ev)
+}
+
+// debugSnapshot takes a snapshot for /debug/engine_metrics. Its step
+// records are kept (up to stepCap) for the next emitted snapshot.
+func (l *loop) debugSnapshot() *schema.EngineBody {
+	b := &schema.EngineBody{}
+	l.eng.Snapshot(b)
+	room := l.stepCap - len(l.steps)
+	if n := len(b.Steps); n > room {
+		l.stepsDropped += int64(n - room)
+		b.Steps = b.Steps[:room]
+	}
+	l.steps = append(l.steps, b.Steps...)
+	b.Steps = []schema.StepRecord{}
+	l.counters(b)
+	return b
+}
+
+func (l *loop) counters(b *schema.EngineBody) {
+	b.EventsDropped = l.sink.Dropped()
+	b.StepsDropped += l.stepsDropped + l.sink.StepsDropped()
+	if b.Steps == nil {
+		b.Steps = []schema.StepRecord{}
+	}
+}

@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"strconv"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// respMeta is what every response and chunk of one request repeats.
+type respMeta struct {
+	id              string
+	op              string
+	model           string
+	created         int64
+	promptTokens    int
+	tokenIDs        bool // return_token_ids
+	includeUsage    bool // stream_options.include_usage
+	continuousUsage bool // stream_options.continuous_usage_stats
+}
+
+// usageExtra is usage.extra: the request's own metrics, computed from the
+// facts its request event carries (schema.RequestBody), in seconds and
+// tokens per second. Definitions (DESIGN.md decision 3, MLC-LLM):
+//
+//	ttft_s                   arrival → first output token left the engine (queue + prefill)
+//	time_per_output_token_s  (last token − first token) / (completion tokens − 1); 0 with one token
+//	e2e_s                    arrival → finish
+//	queue_s                  arrival → admission into an engine slot
+//	prefill_s                admission → first token
+//	decode_s                 first token → finish
+//	prefill_tokens_per_s     prefill tokens / prefill_s (MLC-LLM)
+//	decode_tokens_per_s      decode tokens / decode_s (MLC-LLM)
+//	inter_token_latency_s    e2e_s / completion tokens (MLC-LLM's definition, not the ITL histogram)
+//	prompt/prefill/decode_tokens, draft_tokens, accepted_tokens, accept_rate (accepted / draft)
+func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.PromptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.CompletionTokens), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.PromptTokens+b.CompletionTokens), 10)
+	if extra {
+		s := func(us int64) float64 { return float64(max(us, 0)) / 1e6 }
+		tpot := 0.0
+		if b.CompletionTokens > 1 && b.FirstTokenUS >= 0 {
+			tpot = s(b.LastTokenUS-b.FirstTokenUS) / float64(b.CompletionTokens-1)
+		}
+		prefill, decode := 0.0, 0.0
+		if b.FirstTokenUS >= 0 {
+			decode = s(b.FinishUS - b.FirstTokenUS)
+			if b.AdmittedUS >= 0 {
+				prefill = s(b.FirstTokenUS - b.AdmittedUS)
+			}
+		}
+		acceptRate := 0.0
+		if b.DraftTokens > 0 {
+			acceptRate = float64(b.AcceptedTokens) / float64(b.DraftTokens)
+		}
+		m := &b.Metrics
+		dst = append(dst, `,"extra":{"ttft_s":`...)
+		dst = appendFloat(dst, s(b.FirstTokenUS))
+		dst = append(dst, `,"time_per_output_token_s":`...)
+		dst = appendFloat(dst, tpot)
+		dst = append(dst, `,"e2e_s":`...)
+		dst = appendFloat(dst, s(b.FinishUS))
+		dst = append(dst, `,"queue_s":`...)
+		dst = appendFloat(dst, s(b.AdmittedUS))
+		dst = append(dst, `,"prefill_s":`...)
+		dst = appendFloat(dst, prefill)
+		dst = append(dst, `,"decode_s":`...)
+		dst = appendFloat(dst, decode)
+		dst = append(dst, `,"prefill_tokens_per_s":`...)
+		dst = appendFloat(dst, m.PrefillTokensPerS)
+		dst = append(dst, `,"decode_tokens_per_s":`...)
+		dst = appendFloat(dst, m.DecodeTokensPerS)
+		dst = append(dst, `,"inter_token_latency_s":`...)
+		dst = appendFloat(dst, m.InterTokenLatencyS)
+		dst = append(dst, `,"prefill_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(b.PrefillTokens), 10)
+		dst = append(dst, `,"decode_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(b.DecodeTokens), 10)
+		dst = append(dst, `,"draft_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(b.DraftTokens), 10)
+		dst = append(dst, `,"accepted_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
+		dst = append(dst, `,"accept_rate":`...)
+		dst = appendFloat(dst, acceptRate)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// appendRunningUsage appends the usage of a stream so far (vLLM's
+// continuous_usage_stats).
+func appendRunningUsage(dst []byte, prompt, completion int) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(prompt), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(completion), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(prompt+completion), 10)
+	return append(dst, '}')
+}
+
+func appendFloat(dst []byte, v float64) []byte {
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
+}
+
+func (m *respMeta) appendHead(dst []byte, object string) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, m.id)
+	dst = append(dst, `,"object":"`...)
+	dst = append(dst, object...)
+	dst = append(dst, `","created":`...)
+	dst = strconv.AppendInt(dst, m.created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendJSONString(dst, m.model)
+	return dst
+}
+
+// appendResponse appends a whole (non-streamed) response.
+func (m *respMeta) appendResponse(dst, text []byte, toks []int32, finish string, b *schema.RequestBody) []byte {
+	if m.op == schema.OpChat {
+		dst = m.appendHead(dst, "chat.completion")
+		dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+		dst = appendJSONString(dst, text)
+		dst = append(dst, `},"logprobs":null,"finish_reason":`...)
+	} else {
+		dst = m.appendHead(dst, "text_completion")
+		dst = append(dst, `,"choices":[{"index":0,"text":`...)
+		dst = appendJSONString(dst, text)
+		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	}
+	dst = appendJSONNullString(dst, finish)
+	if m.tokenIDs {
+		dst = append(dst, `,"token_ids":`...)
+		dst = appendTokenIDs(dst, toks)
+	}
+	dst = append(dst, `}],"usage":`...)
+	dst = appendUsage(dst, b, true)
+	return append(dst, '}')
+}
+
+// appendChunk appends one server-sent event carrying a chunk: text (a
+// delta for chat), the run's token ids when asked, a finish reason on the
+// last chunk, and the usage so far when continuous usage is asked.
+// completion is the number of tokens streamed so far.
+func (m *respMeta) appendChunk(dst, text []byte, toks []int32, finish string, completion int) []byte {
+	dst = append(dst, "data: "...)
+	if m.op == schema.OpChat {
+		dst = m.appendHead(dst, "chat.completion.chunk")
+		dst = append(dst, `,"choices":[{"index":0,"delta":{`...)
+		if len(text) > 0 || finish == "" {
+			dst = append(dst, `"content":`...)
+			dst = appendJSONString(dst, text)
+		}
+		dst = append(dst, `},"logprobs":null,"finish_reason":`...)
+	} else {
+		dst = m.appendHead(dst, "text_completion")
+		dst = append(dst, `,"choices":[{"index":0,"text":`...)
+		dst = appendJSONString(dst, text)
+		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	}
+	dst = appendJSONNullString(dst, finish)
+	if m.tokenIDs {
+		dst = append(dst, `,"token_ids":`...)
+		dst = appendTokenIDs(dst, toks)
+	}
+	dst = append(dst, "}]"...)
+	switch {
+	case m.continuousUsage:
+		dst = append(dst, `,"usage":`...)
+		dst = appendRunningUsage(dst, m.promptTokens, completion)
+	case m.includeUsage:
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// appendRoleChunk appends the first chunk of a chat stream.
+func (m *respMeta) appendRoleChunk(dst []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = m.appendHead(dst, "chat.completion.chunk")
+	dst = append(dst, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+	switch {
+	case m.continuousUsage:
+		dst = append(dst, `,"usage":`...)
+		dst = appendRunningUsage(dst, m.promptTokens, 0)
+	case m.includeUsage:
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// appendUsageChunk appends the final usage chunk (stream_options.include_usage).
+func (m *respMeta) appendUsageChunk(dst []byte, b *schema.RequestBody) []byte {
+	dst = append(dst, "data: "...)
+	if m.op == schema.OpChat {
+		dst = m.appendHead(dst, "chat.completion.chunk")
+	} else {
+		dst = m.appendHead(dst, "text_completion")
+	}
+	dst = append(dst, `,"choices":[],"usage":`...)
+	dst = appendUsage(dst, b, true)
+	return append(dst, "}\n\n"...)
+}
+
+// appendErrorEvent appends an error as a server-sent event, for a stream
+// whose 200 header has been sent.
+func appendErrorEvent(dst []byte, e *apiError) []byte {
+	dst = append(dst, "data: "...)
+	dst = e.appendJSON(dst)
+	return append(dst, "\n\n"...)
+}
+
+const sseDone = "data: [DONE]\n\n"

@@ -1,0 +1,137 @@
+package daemon
+
+import (
+	"sync"
+
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/schema"
+)
+
+// seq is one generation request on its way through the engine loop. The
+// handler fills the first block and submits it; from then on the loop owns
+// the middle block and hands output over through the mutex-guarded last
+// block, signalling notify (never blocking: a slow client only makes its
+// own buffer grow, bounded by max_tokens).
+type seq struct {
+	// Set by the handler before submission, read-only afterwards.
+	id       string // response id (cmpl-… / chatcmpl-…)
+	op       string // schema.OpTextCompletion or schema.OpChat
+	stream   bool
+	prompt   []int32
+	params   native.Params
+	deadline int64 // clock reading at which the loop aborts the request
+	stops    []string
+
+	submitted chan *apiError // the loop's answer to the submission (buffered)
+	notify    chan struct{}  // cap 1: new output or completion
+
+	// Loop-owned.
+	engID   native.ID
+	utf8    utf8Hold
+	stop    stopMatcher
+	bytes   []byte // scratch: the byte tokens of one run
+	text    []byte // scratch: the text of one run
+	matched bool   // a stop string was seen
+	ntoks   int    // tokens received from the engine
+
+	mu   sync.Mutex
+	out  outBuf
+	done bool
+	res  result
+}
+
+// outBuf is output not yet taken by the handler: text and tokens, and
+// where each engine run ends in them (one streamed chunk per run).
+type outBuf struct {
+	text []byte
+	toks []int32
+	runs []runEnd
+}
+
+// runEnd is the cumulative end of one run in an outBuf.
+type runEnd struct{ text, toks int }
+
+func (b *outBuf) reset() {
+	b.text, b.toks, b.runs = b.text[:0], b.toks[:0], b.runs[:0]
+}
+
+// result is how a request ended.
+type result struct {
+	finish string    // schema.FinishStop, FinishLength, FinishAbort or FinishError
+	err    *apiError // set when finish is abort or error
+	body   schema.RequestBody
+}
+
+func newSeq() *seq {
+	return &seq{submitted: make(chan *apiError, 1), notify: make(chan struct{}, 1)}
+}
+
+// consume turns one engine run into text (UTF-8 hold-back, then stop
+// strings) and hands both over. It reports whether a stop string was seen.
+// toks is engine-owned and copied.
+func (s *seq) consume(toks []int32) bool {
+	s.ntoks += len(toks)
+	s.bytes = s.bytes[:0]
+	for _, t := range toks {
+		if native.IsByte(t) {
+			s.bytes = append(s.bytes, byte(t))
+		}
+	}
+	s.text = s.utf8.Append(s.text[:0], s.bytes)
+	var out []byte
+	out, s.matched = s.stop.Append(s.bytes[:0], s.text)
+	s.bytes = out
+	s.push(out, toks)
+	return s.matched
+}
+
+// flushText hands over what is still held back when a request ends
+// normally: an incomplete character (as U+FFFD) and a tail that did not
+// become a stop string.
+func (s *seq) flushText() {
+	if s.matched {
+		return
+	}
+	s.text = s.utf8.Flush(s.text[:0])
+	var out []byte
+	out, _ = s.stop.Append(s.bytes[:0], s.text)
+	out = s.stop.Flush(out)
+	s.bytes = out
+	if len(out) > 0 {
+		s.push(out, nil)
+	}
+}
+
+func (s *seq) push(text []byte, toks []int32) {
+	s.mu.Lock()
+	s.out.text = append(s.out.text, text...)
+	s.out.toks = append(s.out.toks, toks...)
+	s.out.runs = append(s.out.runs, runEnd{len(s.out.text), len(s.out.toks)})
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *seq) complete(r result) {
+	s.mu.Lock()
+	s.done, s.res = true, r
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *seq) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take swaps the pending output into dst (whose old storage s reuses) and
+// reports whether the request has ended, with how.
+func (s *seq) take(dst *outBuf) (bool, result) {
+	dst.reset()
+	s.mu.Lock()
+	s.out, *dst = *dst, s.out
+	done, res := s.done, s.res
+	s.mu.Unlock()
+	return done, res
+}

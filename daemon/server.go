@@ -1,0 +1,567 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/schema"
+)
+
+// Version is picometerd's version, sent in hello events.
+const Version = "0.1.0"
+
+// EngineName is the engine identifier sent in hello events (the engine
+// attribute of every metric).
+const EngineName = "picometer"
+
+// Deps are the daemon's outside dependencies, passed in rather than
+// reached through package variables. Zero fields take the defaults.
+type Deps struct {
+	// Clock returns monotonic nanoseconds; it must be the engine's clock
+	// (request times are compared with its stats). Default native.Now.
+	Clock func() int64
+	// Wall returns the wall-clock time (created fields, event timestamps).
+	// Default time.Now.
+	Wall func() time.Time
+	// Logf logs one line. Default log.Printf.
+	Logf func(format string, args ...any)
+}
+
+func (deps Deps) withDefaults() Deps {
+	if deps.Clock == nil {
+		deps.Clock = native.Now
+	}
+	if deps.Wall == nil {
+		deps.Wall = time.Now
+	}
+	if deps.Logf == nil {
+		deps.Logf = log.Printf
+	}
+	return deps
+}
+
+// Daemon serves the OpenAI-compatible API over one engine.
+type Daemon struct {
+	cfg     Config
+	info    native.ModelInfo
+	model   string
+	ctxLen  int
+	boot    string
+	created int64
+	keys    [][]byte
+
+	loop *loop
+	sink eventSink
+	em   *Emitter // nil when the emitter is off
+	srv  *fasthttp.Server
+
+	clock func() int64
+	wall  func() time.Time
+	logf  func(string, ...any)
+
+	ids      atomic.Uint64
+	draining atomic.Bool
+}
+
+// New starts the engine loop (and the emitter, unless cfg.Metrics.Socket
+// is empty) over eng, which the daemon then owns until [Daemon.Shutdown]
+// returns; closing eng stays the caller's job. cfg must be valid.
+func New(cfg Config, eng Engine, deps Deps) *Daemon {
+	deps = deps.withDefaults()
+	info := eng.Info()
+	d := &Daemon{
+		cfg: cfg, info: info, ctxLen: info.ContextLength, boot: NewBootID(),
+		clock: deps.Clock, wall: deps.Wall, logf: deps.Logf,
+	}
+	d.created = d.wall().Unix()
+	d.model = servedName(cfg, info)
+	for _, k := range cfg.APIKeys {
+		d.keys = append(d.keys, []byte(k))
+	}
+	d.sink = nopSink{}
+	if cfg.Metrics.Socket != "" {
+		ec := eng.Config()
+		hello := schema.HelloBody{PID: os.Getpid(), Model: d.model, Engine: EngineName, Daemon: Version,
+			Config: schema.EngineConfig{BMax: ec.BMax, ContextLength: info.ContextLength, BlockSize: ec.BlockSize,
+				KVBlocks: ec.KVBlocks, SpecK: ec.SpecK, PrefillChunk: ec.PrefillChunk}}
+		d.em = NewEmitter(cfg.Metrics, d.boot, hello, d.logf, d.wall)
+		d.sink = d.em
+	}
+	d.loop = newLoop(eng, d.sink, d.clock, d.logf, cfg.Metrics.SnapshotInterval, cfg.RequestTimeout)
+	go d.loop.run()
+	d.srv = &fasthttp.Server{
+		Handler:            d.handle,
+		ErrorHandler:       d.handleError,
+		Name:               "picometerd",
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadTimeout:        cfg.ReadTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		// No WriteTimeout: it would cut long SSE streams. Deadlines are the
+		// engine loop's job, stalled readers the stream's (StreamStallTimeout).
+		CloseOnShutdown:              true,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		Logger:                       fasthttpLogger{d.logf},
+	}
+	return d
+}
+
+type fasthttpLogger struct{ logf func(string, ...any) }
+
+func (l fasthttpLogger) Printf(format string, args ...any) { l.logf("http: "+format, args...) }
+
+// servedName is the configured model name, else the model's general.name,
+// else its file name without extension.
+func servedName(cfg Config, info native.ModelInfo) string {
+	switch {
+	case cfg.ModelName != "":
+		return cfg.ModelName
+	case info.Name != "":
+		return info.Name
+	}
+	return strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model))
+}
+
+// ModelName is the served model name.
+func (d *Daemon) ModelName() string { return d.model }
+
+// BootID identifies this run in metric events.
+func (d *Daemon) BootID() string { return d.boot }
+
+// Emitter returns the metrics emitter, or nil when it is off.
+func (d *Daemon) Emitter() *Emitter { return d.em }
+
+// Serve serves HTTP on ln until Shutdown.
+func (d *Daemon) Serve(ln net.Listener) error { return d.srv.Serve(ln) }
+
+// Shutdown stops gracefully: no new connections or requests (503), then
+// in-flight requests get grace to finish, then the rest are aborted (error
+// type shutdown); the engine loop stops after a final snapshot, which the
+// emitter flushes within its flush timeout.
+func (d *Daemon) Shutdown(grace time.Duration) error {
+	d.draining.Store(true)
+	d.loop.control(ctlDrain)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	err := d.srv.ShutdownWithContext(ctx)
+	cancel()
+	if err != nil {
+		d.logf("shutdown: grace period of %s over; aborting the requests still running", grace)
+		d.loop.control(ctlAbort)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = d.srv.ShutdownWithContext(ctx)
+		cancel()
+	}
+	d.loop.control(ctlStop)
+	if d.em != nil {
+		d.em.Close(d.cfg.Metrics.FlushTimeout)
+	}
+	return err
+}
+
+func (d *Daemon) newID(op string) string {
+	prefix := "cmpl-"
+	if op == schema.OpChat {
+		prefix = "chatcmpl-"
+	}
+	return prefix + d.boot + strconv.FormatUint(d.ids.Add(1), 16)
+}
+
+// --- routing ---
+
+const (
+	pathCompletions = "/v1/completions"
+	pathChat        = "/v1/chat/completions"
+	pathModels      = "/v1/models"
+	pathHealth      = "/health"
+	pathDebug       = "/debug/engine_metrics"
+)
+
+func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.logf("BUG: panic serving %s %s: %v\n%s", ctx.Method(), ctx.Path(), r, debug.Stack())
+			errInternal("internal error").write(ctx)
+		}
+	}()
+	path := ctx.Path()
+	switch string(path) {
+	case pathCompletions:
+		d.generate(ctx, schema.OpTextCompletion)
+	case pathChat:
+		d.generate(ctx, schema.OpChat)
+	case pathModels:
+		if d.get(ctx) && d.authorized(ctx) {
+			d.models(ctx)
+		}
+	case pathHealth:
+		if d.get(ctx) {
+			d.health(ctx)
+		}
+	case pathDebug:
+		if d.get(ctx) {
+			d.debugMetrics(ctx)
+		}
+	default:
+		if id, ok := bytes.CutPrefix(path, []byte(pathModels+"/")); ok {
+			if d.get(ctx) && d.authorized(ctx) {
+				d.model1(ctx, string(id))
+			}
+			return
+		}
+		errUnknownRoute(ctx.Method(), path).write(ctx)
+	}
+}
+
+// get answers 405 to anything but GET and HEAD.
+func (d *Daemon) get(ctx *fasthttp.RequestCtx) bool {
+	if ctx.IsGet() || ctx.IsHead() {
+		return true
+	}
+	errMethod(ctx.Method(), "GET").write(ctx)
+	ctx.Response.Header.Set("Allow", "GET, HEAD")
+	return false
+}
+
+// auth returns the 401 to answer, or nil when the key is right or no keys
+// are configured.
+func (d *Daemon) auth(ctx *fasthttp.RequestCtx) *apiError {
+	if len(d.keys) == 0 {
+		return nil
+	}
+	h := ctx.Request.Header.Peek("Authorization")
+	const bearer = "bearer "
+	if len(h) < len(bearer) || !strings.EqualFold(string(h[:len(bearer)]), bearer) {
+		return errMissingKey
+	}
+	key := bytes.TrimSpace(h[len(bearer):])
+	ok := 0
+	for _, k := range d.keys {
+		ok |= subtle.ConstantTimeCompare(key, k)
+	}
+	if ok == 0 {
+		return errWrongKey
+	}
+	return nil
+}
+
+func (d *Daemon) authorized(ctx *fasthttp.RequestCtx) bool {
+	if e := d.auth(ctx); e != nil {
+		e.write(ctx)
+		return false
+	}
+	return true
+}
+
+// handleError answers requests fasthttp could not read: an OpenAI-shaped
+// 413 for a body over the limit (counted as a request event when it was
+// meant for a completions endpoint), 408 for a read timeout, 400 else.
+func (d *Daemon) handleError(ctx *fasthttp.RequestCtx, err error) {
+	var e *apiError
+	var netErr *net.OpError
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = errTooLarge(d.cfg.MaxBodyBytes)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		e = &apiError{Status: fasthttp.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
+			Message: "Timed out reading the request.", Kind: schema.ErrInvalidRequest}
+	default:
+		e = badRequest("", "malformed_http", "Malformed HTTP request: %v", err)
+	}
+	e.write(ctx)
+	op := ""
+	switch string(ctx.Path()) {
+	case pathCompletions:
+		op = schema.OpTextCompletion
+	case pathChat:
+		op = schema.OpChat
+	}
+	if op != "" {
+		d.emitError(d.newID(op), op, false, e, d.clock())
+	}
+}
+
+// emitError sends the request event of a request that failed before the
+// engine saw it.
+func (d *Daemon) emitError(id, op string, stream bool, e *apiError, arrival int64) {
+	s := seq{id: id, op: op, stream: stream}
+	s.params.ArrivalNS = arrival
+	body := requestBody(&s, nil, schema.FinishError, e.Kind, d.clock())
+	d.sink.Request(&schema.Request{RequestBody: body})
+}
+
+// --- generation ---
+
+func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
+	arrival := d.clock()
+	id := d.newID(op)
+	var r genRequest
+	fail := func(e *apiError) {
+		e.write(ctx)
+		if e.Status == fasthttp.StatusMethodNotAllowed {
+			ctx.Response.Header.Set("Allow", "POST")
+		}
+		d.emitError(id, op, r.Stream, e, arrival)
+	}
+	if !ctx.IsPost() {
+		fail(errMethod(ctx.Method(), "POST"))
+		return
+	}
+	if e := d.auth(ctx); e != nil {
+		fail(e)
+		return
+	}
+	var e *apiError
+	if op == schema.OpChat {
+		e = decodeChat(ctx.PostBody(), &r)
+	} else {
+		e = decodeCompletion(ctx.PostBody(), &r)
+	}
+	if e != nil {
+		fail(e)
+		return
+	}
+	if r.Model != "" && r.Model != d.model {
+		fail(errModelNotFound(r.Model, d.model))
+		return
+	}
+	if e := d.fitContext(&r); e != nil {
+		fail(e)
+		return
+	}
+	if d.draining.Load() {
+		fail(errShuttingDown)
+		return
+	}
+	s := newSeq()
+	s.id, s.op, s.stream, s.prompt, s.stops = id, op, r.Stream, r.Prompt, r.Stop
+	s.stop = newStopMatcher(r.Stop)
+	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
+		Seed: r.Seed, ArrivalNS: arrival}
+	if !r.HasSeed {
+		s.params.Seed = rand.Uint64()
+	}
+	if op == schema.OpChat {
+		s.params.StopTokens = []int32{native.TokEnd}
+	}
+	s.deadline = arrival + int64(d.cfg.RequestTimeout)
+	if e := d.loop.submit(s); e != nil {
+		fail(e)
+		return
+	}
+	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
+		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage}
+	if r.Stream {
+		ctx.SetStatusCode(fasthttp.StatusOK)
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.Response.Header.Set("X-Accel-Buffering", "no")
+		ctx.Response.ImmediateHeaderFlush = true
+		conn := ctx.Conn()
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
+		return
+	}
+	d.respond(ctx, s, &m)
+}
+
+// fitContext checks the prompt against the context and resolves max_tokens.
+// A prompt must leave room for one token. Like vLLM and OpenAI, an explicit
+// max_tokens that does not fit with the prompt is a 400, not clamped; when
+// max_tokens is absent it is 16 for completions (OpenAI's default) and the
+// whole room left for chat, in both cases clamped to the room left.
+func (d *Daemon) fitContext(r *genRequest) *apiError {
+	n := len(r.Prompt)
+	if n >= d.ctxLen {
+		return badRequest(r.PromptParam, "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, your %s resulted in %d tokens; at most %d leave room for one output token.",
+			d.ctxLen, r.PromptParam, n, d.ctxLen-1)
+	}
+	room := d.ctxLen - n
+	switch {
+	case r.MaxTokens == 0 && r.Op == schema.OpTextCompletion:
+		r.MaxTokens = min(16, room)
+	case r.MaxTokens == 0:
+		r.MaxTokens = room
+	case r.MaxTokens > room:
+		return badRequest(r.MaxTokensParam, "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			d.ctxLen, n+r.MaxTokens, n, r.PromptParam, r.MaxTokens, r.PromptParam)
+	}
+	return nil
+}
+
+// respond waits for a non-streamed request and writes its response. A
+// client that disconnects meanwhile is not noticed (fasthttp reports it
+// only on write); the request's deadline bounds the work.
+func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
+	var part, all outBuf
+	var res result
+	for {
+		<-s.notify
+		var done bool
+		done, res = s.take(&part)
+		all.text = append(all.text, part.text...)
+		all.toks = append(all.toks, part.toks...)
+		if done {
+			break
+		}
+	}
+	if res.err != nil {
+		res.err.write(ctx)
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(m.appendResponse(nil, all.text, all.toks, res.finish, &res.body))
+}
+
+// stream writes a request's server-sent events: one chunk per engine run
+// that produced text (or tokens, when token ids or continuous usage are
+// asked), a last chunk with the finish reason, the usage chunk when asked,
+// and data: [DONE]. An error after the header went out is an error event.
+// The first failed Flush means the client left: the request is cancelled
+// in the engine (finish reason abort, error type cancelled).
+func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.logf("BUG: panic streaming %s: %v\n%s", s.id, r, debug.Stack())
+			d.loop.cancel(s, schema.ErrOther)
+		}
+	}()
+	stall := d.cfg.StreamStallTimeout
+	flush := func() bool {
+		if conn != nil {
+			conn.SetWriteDeadline(time.Now().Add(stall))
+		}
+		if err := w.Flush(); err != nil {
+			d.loop.cancel(s, schema.ErrCancelled)
+			return false
+		}
+		return true
+	}
+	buf := make([]byte, 0, 512)
+	if m.op == schema.OpChat {
+		buf = m.appendRoleChunk(buf)
+		w.Write(buf)
+		if !flush() {
+			return
+		}
+	}
+	var out outBuf
+	completion := 0
+	for {
+		<-s.notify
+		done, res := s.take(&out)
+		wrote := false
+		var start runEnd
+		for _, end := range out.runs {
+			text, toks := out.text[start.text:end.text], out.toks[start.toks:end.toks]
+			start = end
+			completion += len(toks)
+			if len(text) == 0 && (len(toks) == 0 || !(m.tokenIDs || m.continuousUsage)) {
+				continue
+			}
+			buf = m.appendChunk(buf[:0], text, toks, "", completion)
+			w.Write(buf)
+			wrote = true
+		}
+		if done {
+			if res.err != nil {
+				buf = appendErrorEvent(buf[:0], res.err)
+			} else {
+				buf = m.appendChunk(buf[:0], nil, nil, res.finish, completion)
+				if m.includeUsage {
+					buf = m.appendUsageChunk(buf, &res.body)
+				}
+			}
+			buf = append(buf, sseDone...)
+			w.Write(buf)
+			flush()
+			if conn != nil {
+				conn.SetWriteDeadline(time.Time{})
+			}
+			return
+		}
+		if wrote && !flush() {
+			return
+		}
+	}
+}
+
+// --- other endpoints ---
+
+func (d *Daemon) models(ctx *fasthttp.RequestCtx) {
+	b := []byte(`{"object":"list","data":[`)
+	b = d.appendModel(b)
+	b = append(b, "]}"...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func (d *Daemon) model1(ctx *fasthttp.RequestCtx, id string) {
+	if id != d.model {
+		errModelNotFound(id, d.model).write(ctx)
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(d.appendModel(nil))
+}
+
+func (d *Daemon) appendModel(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, d.model)
+	b = append(b, `,"object":"model","created":`...)
+	b = strconv.AppendInt(b, d.created, 10)
+	b = append(b, `,"owned_by":"picometer","max_model_len":`...)
+	b = strconv.AppendInt(b, int64(d.ctxLen), 10)
+	return append(b, '}')
+}
+
+func (d *Daemon) health(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	switch {
+	case d.draining.Load():
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"shutting_down"}`)
+	case d.loop.failedFlag.Load():
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"engine_failed"}`)
+	default:
+		ctx.SetBodyString(`{"status":"ok"}`)
+	}
+}
+
+// debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
+// shape (schema.EngineBody), with the emitter's events_dropped. Its steps
+// list is empty: step records go to the sidecar.
+func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
+	b := d.loop.snapshot()
+	if b == nil {
+		errShuttingDown.write(ctx)
+		return
+	}
+	out, err := json.Marshal(b)
+	if err != nil {
+		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(out)
+}
