@@ -24,9 +24,9 @@ type fakeEngine struct {
 	info native.ModelInfo
 
 	// Knobs (set before use).
-	runLen    int                        // tokens per request per step (>1 emulates speculative runs); default 1
-	stepDelay time.Duration              // sleep per step with work
-	failAt    int                        // the Step call that fails (0: never)
+	runLen    int                          // tokens per request per step (>1 emulates speculative runs); default 1
+	stepDelay time.Duration                // sleep per step with work
+	failAt    int                          // the Step call that fails (0: never)
 	gen       func(prompt []int32) []int32 // scripted output; then 'z' forever. Default: echo the prompt's bytes, then EOS (or <|end|> for chat)
 
 	next    native.ID

@@ -677,7 +677,7 @@ func TestDebugSnapshotKeepsSteps(t *testing.T) {
 	ts.post("/v1/completions", `{"prompt":"abcd"}`) // 5 steps
 	ts.do("GET", "/debug/engine_metrics", "")
 	ts.post("/v1/completions", `{"prompt":"ab"}`) // 3 steps
-	ts.shutdown()                                  // the final snapshot
+	ts.shutdown()                                 // the final snapshot
 	var steps, snapshots int
 	waitFor(t, 5*time.Second, "the final snapshot", func() bool {
 		steps, snapshots = 0, 0
