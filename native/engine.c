@@ -33,6 +33,15 @@
 #define NGRAM_MAX 8
 #define NGRAM_MIN 1
 
+/*
+ * Draft rows share a budget: a verify forward holds at most
+ * max(SPEC_ROWS, slots) rows. Up to a few rows a forward costs about the same
+ * (the weights are the memory traffic); beyond that every row costs compute,
+ * and drafts that are mostly rejected would make a full batch slower than no
+ * speculation at all. The longest n-gram matches get the budget first.
+ */
+#define SPEC_ROWS 8
+
 /* Most rows of one forward pass (prefill rows beyond it run in several
  * forwards of the same step; results do not change, kernels are invariant). */
 #define FORWARD_ROWS_CAP 256
@@ -65,6 +74,7 @@ typedef struct {
 	/* per step */
 	int32_t draft[PM_MAX_SPEC_K];
 	int32_t n_draft;
+	int32_t match;     /* n-gram length the draft came from */
 	int32_t row0;      /* first row of this slot in the forward */
 	int32_t pf_start;  /* first position prefilled this step */
 	int32_t emit0;     /* seq index of the first token emitted this step */
@@ -757,7 +767,7 @@ static void run_prefill(pm_engine *e)
  * equals) and copy up to kmax tokens that followed it. Drafts never reach
  * beyond max_tokens or the context.
  */
-static int lookup(const pm_engine *e, const req *r, int32_t *draft)
+static int lookup(const pm_engine *e, const req *r, int32_t *draft, int32_t *match)
 {
 	const int32_t *s = r->seq;
 	int n = r->n_seq;
@@ -782,8 +792,36 @@ static int lookup(const pm_engine *e, const req *r, int32_t *draft)
 		return 0;
 	if (d > n - 1 - at)
 		d = n - 1 - at;
+	*match = best;
 	memcpy(draft, s + at + 1, (size_t)d * sizeof(int32_t));
 	return d;
+}
+
+/* Trims the drafts of e->order[0..ns) to budget tokens in all, longest
+ * match first (ties: oldest admission). Returns the drafts kept. */
+static int ration_drafts(pm_engine *e, int ns, int budget)
+{
+	int32_t *want = e->row_pos; /* scratch: proposed draft lengths */
+	for (int i = 0; i < ns; i++) {
+		want[i] = e->slots[e->order[i]].n_draft;
+		e->slots[e->order[i]].n_draft = 0;
+	}
+	int kept = 0;
+	while (budget > 0) {
+		int best = -1;
+		for (int i = 0; i < ns; i++)
+			if (want[i] > 0 && (best < 0 || e->slots[e->order[i]].match >
+								e->slots[e->order[best]].match))
+				best = i;
+		if (best < 0)
+			break;
+		int d = want[best] < budget ? want[best] : budget;
+		e->slots[e->order[best]].n_draft = d;
+		want[best] = 0;
+		budget -= d;
+		kept += d;
+	}
+	return kept;
 }
 
 /*
@@ -803,9 +841,12 @@ static void run_decode(pm_engine *e)
 	int drafted = 0;
 	for (int i = 0; i < ns; i++) {
 		slot *s = &e->slots[e->order[i]];
-		s->n_draft = e->cfg.spec_k > 0 ? lookup(e, &e->reqs[s->req], s->draft) : 0;
+		s->match = 0;
+		s->n_draft = e->cfg.spec_k > 0 ? lookup(e, &e->reqs[s->req], s->draft, &s->match) : 0;
 		drafted += s->n_draft;
 	}
+	if (drafted > SPEC_ROWS - ns)
+		drafted = ration_drafts(e, ns, SPEC_ROWS - ns);
 	if (e->cfg.spec_k > 0 && metrics) {
 		int64_t t1 = pm_now();
 		e->met.draft_ns += t1 - t0;

@@ -12,6 +12,7 @@ package native
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -160,4 +161,124 @@ func BenchmarkBatchSpeedup(b *testing.B) {
 	b.ReportMetric(r1, "tok/s_batch1")
 	b.ReportMetric(r8, "tok/s_batch8")
 	b.ReportMetric(r8/r1, "x_batch8/batch1")
+}
+
+// BenchmarkPrefill256: prefill tokens/s for a 256-token prompt (one op =
+// submit, prefill in chunks, first token), with the default chunk of 64 and
+// with the whole prompt in one chunk.
+func BenchmarkPrefill256(b *testing.B) {
+	path := defaultModel(b)
+	pr := bytesPrompt(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 6)[:255])
+	for _, chunk := range []int{64, 256} {
+		b.Run(fmt.Sprintf("chunk=%d", chunk), func(b *testing.B) {
+			e := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.PrefillChunk = chunk })
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				if _, err := e.Submit(pr, Params{MaxTokens: 1}); err != nil {
+					b.Fatal(err)
+				}
+				for done := false; !done; {
+					outs, err := e.Step()
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, o := range outs {
+						done = done || o.Finish != ""
+					}
+				}
+			}
+			b.ReportMetric(float64(len(pr)*b.N)/time.Since(start).Seconds(), "tok/s")
+		})
+	}
+}
+
+// specRun generates one request to completion and returns its output
+// tokens, the steps it took and its stats.
+func specRun(b *testing.B, e *Engine, pr []int32, p Params) (tokens, steps int, st RequestStats) {
+	if _, err := e.Submit(pr, p); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		outs, err := e.Step()
+		if err != nil {
+			b.Fatal(err)
+		}
+		steps++
+		for _, o := range outs {
+			tokens += len(o.Tokens)
+			if o.Finish != "" {
+				return tokens, steps, *o.Stats
+			}
+		}
+	}
+}
+
+// BenchmarkSpec: n-gram speculation (k = 4) on vs off on a repetitive
+// prompt, batch 1, greedy; one op = one 256-token generation on each
+// engine, alternating. Reports both rates, their ratio, the mean
+// acceptance length (tokens emitted per decode/verify step with
+// speculation on) and the acceptance rate of draft tokens.
+func BenchmarkSpec(b *testing.B) {
+	path := defaultModel(b)
+	off := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.SpecK = 0 })
+	on := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.SpecK = 4 })
+	pr := bytesPrompt(strings.Repeat("one two three, one two three, ", 4))
+	p := Params{MaxTokens: 256}
+	var tOff, tOn time.Duration
+	var nOff, nOn, stepsOn, drafted, accepted int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := time.Now()
+		n, _, _ := specRun(b, off, pr, p)
+		tOff += time.Since(s)
+		nOff += n
+		s = time.Now()
+		n, steps, st := specRun(b, on, pr, p)
+		tOn += time.Since(s)
+		nOn += n
+		stepsOn += steps - 1 // the first token comes from the prefill step
+		drafted += st.DraftTokens
+		accepted += st.AcceptedTokens
+	}
+	rOff, rOn := float64(nOff)/tOff.Seconds(), float64(nOn)/tOn.Seconds()
+	b.ReportMetric(rOff, "tok/s_off")
+	b.ReportMetric(rOn, "tok/s_on")
+	b.ReportMetric(rOn/rOff, "x_on/off")
+	b.ReportMetric(float64(nOn-b.N)/float64(stepsOn), "accept_len")
+	if drafted > 0 {
+		b.ReportMetric(float64(accepted)/float64(drafted), "accept_rate")
+	}
+}
+
+// BenchmarkMetricsOverhead: what recording metrics costs in the step loop.
+// Two engines with the default configuration (8 slots, speculation on), one
+// with NoMetrics, run the same 8-request decode load; steps alternate
+// between them and the on/off rate ratio is reported (target >= 0.99).
+func BenchmarkMetricsOverhead(b *testing.B) {
+	path := defaultModel(b)
+	on := benchEngine(b, path, func(c *Config) { c.SpecK = 4 })
+	off := benchEngine(b, path, func(c *Config) { c.SpecK = 4; c.NoMetrics = true })
+	pr := bytesPrompt("Once upon a time, once upon a time")
+	p := Params{MaxTokens: 1 << 20}
+	lOn := newDecodeLoad(b, on, 8, pr, p)
+	lOff := newDecodeLoad(b, off, 8, pr, p)
+	lOn.tokens, lOff.tokens = 0, 0
+	var tOn, tOff time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := time.Now()
+		lOff.step(b)
+		tOff += time.Since(s)
+		s = time.Now()
+		lOn.step(b)
+		tOn += time.Since(s)
+	}
+	rOn, rOff := float64(lOn.tokens)/tOn.Seconds(), float64(lOff.tokens)/tOff.Seconds()
+	b.ReportMetric(rOn, "tok/s_on")
+	b.ReportMetric(rOff, "tok/s_off")
+	b.ReportMetric(rOn/rOff, "x_on/off")
 }
