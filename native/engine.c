@@ -576,6 +576,8 @@ static int preempt_newest(pm_engine *e)
 		if (e->slots[i].state != SLOT_FREE &&
 		    (victim < 0 || e->slots[i].admit_order > e->slots[victim].admit_order))
 			victim = i;
+	if (victim < 0)
+		return -1;
 	int ri = e->slots[victim].req;
 	release_slot(e, victim);
 	req *r = &e->reqs[ri];
@@ -654,6 +656,8 @@ static int reserve(pm_engine *e, int n, int (*upto)(const pm_engine *, const slo
 		if (need <= e->n_free)
 			break;
 		int v = preempt_newest(e);
+		if (v < 0) /* nothing runs: cannot happen while slots wait for blocks */
+			return 0;
 		int w = 0;
 		for (int i = 0; i < n; i++)
 			if (e->order[i] != v)
@@ -899,7 +903,7 @@ static void run_decode(pm_engine *e)
 			if (fin || !match)
 				break;
 		}
-		s->n_emitted = j + 1 <= s->n_draft + 1 ? j + 1 : s->n_draft + 1;
+		s->n_emitted = j + 1; /* the loop always ends by break at j <= n_draft */
 		s->fin = fin;
 		emitted_all += s->n_emitted;
 		r->st.decode_tokens += s->n_emitted;

@@ -721,6 +721,34 @@ static void test_errors(const test_model *t)
 	pm_engine_free(e);
 }
 
+/* The tiny GGUF model through pm_engine_open: loads, serves, and a missing
+ * file's loader message comes through verbatim. */
+static void test_open_tiny(void)
+{
+	const char *path = getenv("PICOMETER_TINY_MODEL");
+	if (!path || !*path) {
+		printf("  (PICOMETER_TINY_MODEL unset: skipped)\n");
+		return;
+	}
+	pm_engine *e = NULL;
+	char err[512] = "";
+	int rc = pm_engine_open("/nonexistent/tiny.gguf", NULL, &e, err, sizeof err);
+	CHECK(rc == PM_ERR_IO && e == NULL && strstr(err, "/nonexistent/tiny.gguf") != NULL,
+	      "missing file: %d %s", rc, err);
+	rc = pm_engine_open(path, NULL, &e, err, sizeof err);
+	CHECK(rc == PM_OK && e != NULL, "open %s: %d %s", path, rc, err);
+	if (!e)
+		return;
+	const pm_model *m = pm_engine_model(e);
+	CHECK(m->vocab == 264 && m->dim == 64 && m->ffn_dim == 172, "tiny model shape: vocab %d dim %d ffn %d",
+	      m->vocab, m->dim, m->ffn_dim);
+	job j;
+	make_job(&j, 3, 1);
+	run_jobs(e, &j, 1, 0);
+	CHECK(j.done && j.n_out > 0 && j.st.completion_tokens == j.n_out, "tiny run: %d tokens", j.n_out);
+	pm_engine_free(e);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -753,6 +781,8 @@ int main(int argc, char **argv)
 	test_no_malloc_in_step(&tm, 1);
 	test_no_malloc_in_step(&tm, 2);
 	test_errors(&tm);
+	printf("the tiny GGUF model\n");
+	test_open_tiny();
 	free_model(&tm);
 	if (failures) {
 		printf("FAIL: %d checks failed\n", failures);
