@@ -52,3 +52,30 @@ func TestParseExposition(t *testing.T) {
 		}
 	}
 }
+
+func TestWaves(t *testing.T) {
+	reqs := traffic("m")
+	warmup, rest := waves(reqs, 3)
+	kinds := map[string]bool{}
+	for _, r := range warmup {
+		if kinds[r.kind] {
+			t.Errorf("warm-up has two requests of kind %q", r.kind)
+		}
+		kinds[r.kind] = true
+	}
+	n := len(warmup)
+	for i, w := range rest {
+		n += len(w)
+		if len(w) < 8 {
+			t.Errorf("wave %d has only %d requests", i, len(w))
+		}
+	}
+	if n != len(reqs) {
+		t.Errorf("warm-up and waves hold %d requests, traffic has %d", n, len(reqs))
+	}
+	for _, r := range reqs {
+		if !kinds[r.kind] {
+			t.Errorf("kind %q has no warm-up request", r.kind)
+		}
+	}
+}

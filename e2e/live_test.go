@@ -253,9 +253,27 @@ func TestLiveStack(t *testing.T) {
 	})
 
 	// ---- traffic ----------------------------------------------------------
-	reqs := traffic(modelName)
+	finished := alerts.Series(schema.IDRequestsFinished, "")
+	warmup, rest := waves(traffic(modelName), 3)
 	t0 := time.Now()
-	results := drive(daemonAddr, reqs, 12)
+	results := drive(daemonAddr, warmup, 12)
+	warmEvents := 0
+	for _, r := range warmup {
+		if r.event {
+			warmEvents++
+		}
+	}
+	waitFor(t, 20*time.Second, "Prometheus scraped the warm-up requests", prom, func() error {
+		s, err := api.query(fmt.Sprintf("sum(%s)", finished))
+		if err == nil && (len(s) == 0 || s[0].Value < float64(warmEvents)) {
+			err = fmt.Errorf("%v of %d", s, warmEvents)
+		}
+		return err
+	})
+	for _, wave := range rest {
+		time.Sleep(1500 * time.Millisecond) // more than a scrape interval between waves
+		results = append(results, drive(daemonAddr, wave, 12)...)
+	}
 	wantEvents := 0
 	for _, r := range results {
 		if r.req.event {
@@ -265,9 +283,9 @@ func TestLiveStack(t *testing.T) {
 			t.Errorf("request %q: HTTP %d (want %d), err %v", r.req.name, r.status, r.req.wantStatus, r.err)
 		}
 	}
-	t.Logf("drove %d requests (%d to generation endpoints) in %v", len(results), wantEvents, time.Since(t0).Round(time.Millisecond))
+	t.Logf("drove %d requests (%d to generation endpoints; warm-up of %d, then %d waves) in %v",
+		len(results), wantEvents, len(warmup), len(rest), time.Since(t0).Round(time.Millisecond))
 
-	finished := alerts.Series(schema.IDRequestsFinished, "")
 	failed := alerts.Series(schema.IDRequestsFailed, "")
 	var exposition metricsText
 	waitFor(t, 20*time.Second, "every request event counted by the sidecar", sidecar, func() error {

@@ -16,6 +16,7 @@ import (
 // request is one HTTP request the traffic driver sends to the daemon.
 type request struct {
 	name   string
+	kind   string // requests of one kind create the same series
 	method string
 	path   string
 	body   string
@@ -38,7 +39,8 @@ const repetitive = "the cat sat on the mat. the cat sat on the mat. the cat sat 
 func traffic(model string) []request {
 	var rs []request
 	gen := func(name, path, body string, stream bool) {
-		rs = append(rs, request{name: name, method: http.MethodPost, path: path, body: body, stream: stream, wantStatus: 200, event: true})
+		rs = append(rs, request{name: name, kind: strings.TrimRight(name, " 0123456789"), method: http.MethodPost, path: path,
+			body: body, stream: stream, wantStatus: 200, event: true})
 	}
 	chat := func(content string, extra string) string {
 		return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}]%s}`, model, content, extra)
@@ -64,11 +66,11 @@ func traffic(model string) []request {
 		if i%2 == 1 {
 			path, body = "/v1/chat/completions", chat(repetitive, `,"max_tokens":160,"temperature":0,"stream":true`)
 		}
-		rs = append(rs, request{name: fmt.Sprintf("aborted stream %d", i), method: http.MethodPost, path: path, body: body,
+		rs = append(rs, request{name: fmt.Sprintf("aborted stream %d", i), kind: "aborted " + path, method: http.MethodPost, path: path, body: body,
 			stream: true, abort: true, wantStatus: 200, event: true})
 	}
 	bad := func(name, method, path, body string, status int, event bool) {
-		rs = append(rs, request{name: name, method: method, path: path, body: body, wantStatus: status, event: event})
+		rs = append(rs, request{name: name, kind: "invalid", method: method, path: path, body: body, wantStatus: status, event: event})
 	}
 	bad("malformed JSON", http.MethodPost, "/v1/completions", `{"prompt": "x",`, 400, true)
 	bad("missing prompt", http.MethodPost, "/v1/completions", `{"max_tokens": 5}`, 400, true)
@@ -77,6 +79,27 @@ func traffic(model string) []request {
 	bad("GET a generation endpoint", http.MethodGet, "/v1/chat/completions", "", 405, true)
 	bad("unknown route", http.MethodPost, "/v1/nope", `{}`, 404, false)
 	return rs
+}
+
+// waves splits reqs into a warm-up (the first request of each kind) and n
+// waves holding the rest, each with a share of every kind. The sidecar
+// creates a series when its first observation arrives, and Prometheus's
+// rate() sees no increase in a series' first sample: so the warm-up creates
+// the series, and the waves, sent after Prometheus scraped it, move them.
+func waves(reqs []request, n int) (warmup []request, rest [][]request) {
+	rest = make([][]request, n)
+	seen := map[string]bool{}
+	i := 0
+	for _, r := range reqs {
+		if !seen[r.kind] {
+			seen[r.kind] = true
+			warmup = append(warmup, r)
+			continue
+		}
+		rest[i%n] = append(rest[i%n], r)
+		i++
+	}
+	return warmup, rest
 }
 
 // result is what one request got.
