@@ -34,6 +34,7 @@
 package modelgen
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -256,14 +257,22 @@ func tensor(p Preset, name string, in, out int, std, mean float64, f16 bool) ggu
 	}
 	a := std * math.Sqrt(3) // uniform on [-a, a] has standard deviation a/sqrt(3)
 	rng := splitmix64{state: p.Seed ^ fnv64(name)}
-	w := make([]float32, n)
-	for i := range w {
-		w[i] = float32(mean + a*(2*rng.float64()-1))
-	}
+	typ, size := gguf.F32, 4
 	if f16 {
-		return gguf.Tensor{Name: name, Dims: dims, Type: gguf.F16, Data: gguf.Float16Bytes(w)}
+		typ, size = gguf.F16, 2
 	}
-	return gguf.Tensor{Name: name, Dims: dims, Type: gguf.F32, Data: gguf.Float32Bytes(w)}
+	data := make([]byte, n*size) // written directly: no float32 copy of a 64 MiB model
+	for i := 0; i < n; i++ {
+		// float64(…) rounds the product: no fused multiply-add on any
+		// architecture, so the bytes are the same everywhere.
+		w := float32(mean + float64(a*(2*rng.float64()-1)))
+		if f16 {
+			binary.LittleEndian.PutUint16(data[2*i:], gguf.F32ToF16(w))
+		} else {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(w))
+		}
+	}
+	return gguf.Tensor{Name: name, Dims: dims, Type: typ, Data: data}
 }
 
 // splitmix64 is Steele, Lea and Flood's generator (as in Java's
