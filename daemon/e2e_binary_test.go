@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// picometerd returns the built binary: $PICOMETER_BIN_DIR/picometerd (make
+// build), or, when PICOMETER_BIN_DIR is unset, one built into a temporary
+// directory with the go tool.
+func picometerd(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("PICOMETER_BIN_DIR"); dir != "" {
+		bin := filepath.Join(dir, "picometerd")
+		if _, err := os.Stat(bin); err != nil {
+			missing(t, "picometerd binary: %v (make build)", err)
+		}
+		return bin
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		missing(t, "PICOMETER_BIN_DIR unset and no go tool to build picometerd")
+	}
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "picometerd-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		bin := filepath.Join(dir, "picometerd")
+		if out, err := exec.Command(goTool, "build", "-o", bin, "./cmd/picometerd").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// built is the binary built once per test binary (removed by TestMain).
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// TestE2EBinary runs picometerd as users do: flags, the tiny model, a real
+// sidecar socket, then SIGTERM.
+func TestE2EBinary(t *testing.T) {
+	bin := picometerd(t)
+	model := tinyModel(t)
+	sock := filepath.Join(socketDir(t), "events.sock")
+	sink := listenSink(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--model", model, "--listen", "127.0.0.1:0", "--metrics-socket", sock, "--b-max", "4")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var logBuf bytes.Buffer
+	addrCh := make(chan string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		re := regexp.MustCompile(`on http://([0-9.]+:[0-9]+);`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logBuf.WriteString(sc.Text() + "\n")
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addrCh <- m[1]
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrCh:
+	case <-time.After(30 * time.Second):
+		t.Fatal("picometerd did not log its address")
+	}
+	ts := &testServer{t: t, url: "http://" + addr, sink: sink}
+	if r := ts.do("GET", "/health", ""); r.status != 200 {
+		t.Fatalf("health %d %s", r.status, r.body)
+	}
+	c := decodeCompletionResponse(t, ts.post("/v1/completions", greedy("Hello", 20, "")).body)
+	if c.Model != "picometer-tiny" || c.Usage.CompletionTokens != len(c.Choices[0].TokenIDs) {
+		t.Errorf("completion %+v", c)
+	}
+	s := ts.stream("/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":10,"stream":true}`)
+	if s.status != 200 || s.data[len(s.data)-1] != "[DONE]" {
+		t.Errorf("chat stream %d %q", s.status, s.data)
+	}
+	if r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":-1}`); r.status != 400 {
+		t.Errorf("bad input: %d %s", r.status, r.body)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-logDone
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("picometerd exited with %v\n%s", err, logBuf.String())
+	}
+	if !strings.Contains(logBuf.String(), "picometerd: stopped") {
+		t.Errorf("log:\n%s", logBuf.String())
+	}
+	var evs []schema.Event
+	waitFor(t, 5*time.Second, "the final snapshot", func() bool {
+		evs = sink.events()
+		return len(evs) > 0 && evs[len(evs)-1].Kind == schema.KindEngine
+	})
+	lines := sink.lines()
+	evs = checkConnection(t, lines[0], evs[0].Boot)
+	h := evs[0]
+	if h.Model != "picometer-tiny" || h.Config.BMax != 4 || h.Config.ContextLength != 256 || h.PID != cmd.Process.Pid {
+		t.Errorf("hello %+v", h.HelloBody)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == schema.KindRequest {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d request events, want 3", n)
+	}
+}
+
+func TestE2EBinaryCheckConfig(t *testing.T) {
+	bin := picometerd(t)
+	model := tinyModel(t)
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String()
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--check-config", "--model", model}, 0, "picometerd: configuration OK\n"},
+		{[]string{"--check-config", "--config", configDir + "/full.toml", "--model", model}, 0, "picometerd: configuration OK\n"},
+		{[]string{"--check-config", "--config", configDir + "/full.toml"}, 2, "picometerd: config: model: open /models/default.gguf: no such file or directory\n"},
+		{[]string{"--check-config", "--config", configDir + "/bad_unknown_key.toml"}, 2, "picometerd: config: " + configDir + "/bad_unknown_key.toml: unknown key \"engine.bmax\"\n"},
+		{[]string{"--check-config", "--model", model, "--b-max", "0"}, 2, "picometerd: config: engine.b_max: 0 not in 1..64\n"},
+		{[]string{"--model", model, "--listen", "nonsense"}, 2, "picometerd: config: listen: \"nonsense\" is not host:port: missing port in address\n"},
+	} {
+		code, out := run(tc.args...)
+		if code != tc.code || out != tc.out {
+			t.Errorf("picometerd %s: exit %d, output %q\nwant exit %d, output %q", strings.Join(tc.args, " "), code, out, tc.code, tc.out)
+		}
+	}
+}
