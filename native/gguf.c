@@ -8,6 +8,12 @@
  * with arithmetic that cannot overflow, and every failure is a status and a
  * message naming the problem. Nothing here exits, aborts or leaks.
  *
+ * What the loader accepts beyond the format: general.architecture "llama",
+ * the llama.* hyperparameters model.h lists (checked for range and
+ * consistency), F32 or F16 weights of exactly the expected shapes (tensors
+ * it does not use are validated as GGUF, then ignored), and optionally
+ * tokenizer.ggml.tokens / *_token_id / tokenizer.chat_template.
+ *
  * Sections: errors · reader · owned memory · metadata · tensor infos ·
  * Llama model · API.
  */
@@ -18,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,7 +44,6 @@
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_DEPTH 8            /* arrays of arrays nest at most this deep */
 #define GGUF_MAX_FILE (1ull << 62)  /* bigger sizes are refused: offsets below stay far from overflow */
-#define GGUF_HEADER 24
 #define GGUF_MIN_KV 13              /* empty key (8) + type (4) + one-byte value */
 #define GGUF_MIN_TENSOR_INFO 32     /* empty name (8) + n_dims (4) + one dim (8) + type (4) + offset (8) */
 #define PM_MAX_VOCAB (1 << 24)
@@ -147,7 +153,7 @@ typedef struct owned {
 static void *own_alloc(pm_model *m, rd *r, uint64_t size, uint64_t count, const char *what)
 {
 	if (count != 0 && size > (SIZE_MAX - sizeof(owned)) / count) {
-		fail(r, PM_ERR_NOMEM, "%s: %llu × %llu bytes is too large", what,
+		fail(r, PM_ERR_NOMEM, "%s: %llu x %llu bytes is too large", what,
 		     (unsigned long long)count, (unsigned long long)size);
 		return NULL;
 	}
@@ -273,8 +279,8 @@ static int name_eq(const uint8_t *s, uint64_t n, const char *z)
 }
 
 /*
- * find_dup sorts a copy of names and returns the index (in the sorted copy,
- * stored into *dup) of a name that occurs twice; 0 if none, else a status.
+ * find_dup sorts a copy of names; if a name occurs twice it stores it in
+ * *dup and sets *found. Returns a status (only allocation can fail).
  */
 static int find_dup(rd *r, const name_ref *names, uint64_t n, name_ref *dup, int *found)
 {
@@ -351,7 +357,11 @@ static const pm_kv *find_kv(const pm_model *m, const char *key)
 	return NULL;
 }
 
-/* kv_uint reads an unsigned value of any width; 0 if kv is not one. */
+/*
+ * kv_int reads an integer of any GGUF width into *v and returns 1, or
+ * returns 0 if kv is not an integer. A uint64 above INT64_MAX is also
+ * stored in *big (nonzero), for the caller's range message.
+ */
 static int kv_int(const pm_kv *kv, int64_t *v, uint64_t *big)
 {
 	const uint8_t *p = kv->value;
@@ -416,7 +426,7 @@ static int get_float(rd *r, const pm_model *m, const char *key, float *out)
 	} else {
 		return fail(r, PM_ERR_MODEL, "%s: type %s, want a float", key, value_type_name(kv->type, tb));
 	}
-	if (!(v > 0) || !isfinite((float)v))
+	if (!(v > 0) || v > FLT_MAX) /* also NaN; and a float64 beyond float range */
 		return fail(r, PM_ERR_MODEL, "%s: %g is not positive and finite", key, v);
 	*out = (float)v;
 	return PM_OK;
