@@ -395,20 +395,26 @@ func TestLiveStack(t *testing.T) {
 	t.Logf("Prometheus evaluated all %d rule expressions without error", nRules)
 
 	// ---- alerts ------------------------------------------------------------
-	// With healthy traffic no production alert fires (they may be pending:
-	// every production for: is at least a minute).
+	// On healthy traffic no production alert's condition holds: none is
+	// even pending. (Every production for: is a minute or more, so "not
+	// firing" alone could not fail in a run this short.) The exception is
+	// speculative acceptance: a random tiny model's acceptance rate is
+	// whatever its drafts happen to be, so that one is only logged.
 	active, _, err := api.alerts()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range active {
-		if a.Labels[liveTestLabel] == "" {
-			if a.State == "firing" {
-				t.Errorf("production alert %s (%s) fires on healthy traffic: %s", a.Labels["alertname"], a.Labels["severity"], a.Annotations["description"])
-			} else {
-				t.Logf("production alert %s (%s) is %s: %s", a.Labels["alertname"], a.Labels["severity"], a.State, a.Annotations["description"])
-			}
+		if a.Labels[liveTestLabel] != "" {
+			continue
 		}
+		msg := fmt.Sprintf("production alert %s (%s) is %s on healthy traffic: %s",
+			a.Labels["alertname"], a.Labels["severity"], a.State, a.Annotations["description"])
+		if a.Labels["alertname"] == "PicometerSpecAcceptanceCollapsed" {
+			t.Log(msg)
+			continue
+		}
+		t.Error(msg)
 	}
 
 	fired := waitFiring(t, api, prom, "PicometerTTFTHigh", 30*time.Second)
