@@ -206,3 +206,41 @@ func TestNameCheckerRejects(t *testing.T) {
 	f(`vllm:num_requests_running`, "vllm:num_requests_running")
 	f(`picometer_engine_kv_cache_usage`, "picometer_engine_kv_cache_usage") // missing _ratio
 }
+
+// Beyond schema/: every sidecar series a dashboard or rule uses appears in
+// the sidecar's own golden expositions (testdata/sidecar/*.prom, written by
+// its end-to-end tests from the golden events), so the check follows what
+// the sidecar really writes, exact suffixes included.
+func TestQueriesUseNamesInSidecarGoldens(t *testing.T) {
+	files, err := filepath.Glob("../testdata/sidecar/*.prom")
+	if err != nil || len(files) == 0 {
+		t.Skipf("no sidecar golden expositions under testdata/sidecar (%v)", err)
+	}
+	written := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if i := strings.IndexAny(line, "{ "); i > 0 {
+				written[line[:i]] = true
+			}
+		}
+	}
+	known := knownNames()
+	for _, q := range append(dashboardQueries(t), ruleExpressions(t)...) {
+		names, err := promql.Names(q.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", q.where, err)
+		}
+		for _, n := range names {
+			if known[n] == "sidecar" && !written[n] {
+				t.Errorf("%s: %s is declared in schema/ but no sidecar golden exposition (testdata/sidecar/*.prom) has it", q.where, n)
+			}
+		}
+	}
+}
