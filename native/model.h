@@ -75,7 +75,7 @@ typedef struct {
 
 typedef struct {
 	/* identity */
-	char name[PM_NAME_MAX]; /* general.name ("" if absent) */
+	char name[PM_NAME_MAX]; /* general.name ("" if absent; cut to PM_NAME_MAX-1 bytes) */
 	char arch[32];          /* general.architecture, must be "llama" */
 
 	/* hyperparameters (llama.* keys) */
