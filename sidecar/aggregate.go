@@ -117,6 +117,8 @@ type target struct {
 	mu        sync.Mutex // guards the fields below and the histogram shadows of series
 	series    []series
 	boots     map[string]*boot
+	order     []*boot // boots in arrival order: sums over them are deterministic
+	speak     []*boot // scratch of speaking
 	connected int
 	idleSince time.Time
 
@@ -375,6 +377,7 @@ func (c *Conn) hello(ev *schema.Event) error {
 	if b == nil {
 		b = &boot{id: strings.Clone(ev.Boot), t: t}
 		t.boots[b.id] = b
+		t.order = append(t.order, b)
 		a.boots[b.id] = b
 	}
 	now := a.now()
@@ -529,7 +532,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 			t.ints[i] = s
 		}
 		v := t.retInts[i]
-		for _, ob := range t.boots {
+		for _, ob := range t.order {
 			v += ob.ints[i]
 		}
 		s.c.Set(uint64(v))
@@ -545,10 +548,12 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 			t.floats[i] = s
 		}
 		v := t.retFlts[i]
-		for _, ob := range t.boots {
+		for _, ob := range t.order {
 			v += ob.flts[i]
 		}
-		s.c.Set(v)
+		// Rounding cannot take a float sum below its previous value while
+		// the order of terms stays, but folding a boot changes the order.
+		s.c.Set(max(v, s.c.Get()))
 	}
 
 	b.hasSnap, b.snapAt = true, t.a.stamp.Add(1)
@@ -624,9 +629,9 @@ var gaugeIDs = [4]string{schema.IDRequestsRunning, schema.IDRequestsWaiting, sch
 // the connected ones, or when none is connected the one for which latest
 // says true against every other.
 func (t *target) speaking(ok func(*boot) bool, latest func(a, b *boot) bool) []*boot {
-	var out []*boot
+	out := t.speak[:0]
 	var last *boot
-	for _, b := range t.boots {
+	for _, b := range t.order {
 		if !ok(b) {
 			continue
 		}
@@ -640,6 +645,7 @@ func (t *target) speaking(ok func(*boot) bool, latest func(a, b *boot) bool) []*
 	if len(out) == 0 && last != nil {
 		out = append(out, last)
 	}
+	t.speak = out
 	return out
 }
 
@@ -734,7 +740,7 @@ func (a *Aggregator) Expire(now time.Time) int {
 func (t *target) foldDeadBoots() {
 	for {
 		var dead []*boot
-		for _, b := range t.boots {
+		for _, b := range t.order {
 			if b.conns == 0 {
 				dead = append(dead, b)
 			}
@@ -756,6 +762,7 @@ func (t *target) foldDeadBoots() {
 		}
 		delete(t.boots, oldest.id)
 		delete(t.a.boots, oldest.id)
+		t.order = slices.DeleteFunc(t.order, func(b *boot) bool { return b == oldest })
 	}
 }
 
