@@ -3,6 +3,7 @@ package daemon
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -214,7 +215,8 @@ func (e *Emitter) connect() error {
 	hello.Seq = e.seq
 	e.buf, err = schema.Append(e.buf[:0], hello)
 	if err != nil {
-		panic("BUG: emitter: encode hello: " + err.Error())
+		conn.Close()
+		return fmt.Errorf("BUG: encode hello: %w", err)
 	}
 	if err := e.write(conn); err != nil {
 		conn.Close()
@@ -256,21 +258,26 @@ func (e *Emitter) writeBatch(ev any) {
 	e.buf = e.buf[:0]
 	n := 0
 	for {
-		e.seq++
 		var err error
+		mark := len(e.buf)
 		switch v := ev.(type) {
 		case *schema.Request:
-			v.Seq = e.seq
+			v.Seq = e.seq + 1
 			e.buf, err = schema.Append(e.buf, v)
 		case *schema.Engine:
-			v.Seq = e.seq
+			v.Seq = e.seq + 1
 			e.buf, err = schema.Append(e.buf, v)
 			e.queuedSteps.Add(-int64(len(v.Steps)))
 		}
 		if err != nil {
-			panic("BUG: emitter: encode event: " + err.Error())
+			// Never expected (the schema types always encode); the event is
+			// skipped without using a sequence number, so nothing looks lost.
+			e.buf = e.buf[:mark]
+			e.logf("BUG: emitter: encode %T: %v; event skipped", ev, err)
+		} else {
+			e.seq++
+			n++
 		}
-		n++
 		if len(e.buf) >= maxBatchBytes {
 			break
 		}
@@ -280,6 +287,9 @@ func (e *Emitter) writeBatch(ev any) {
 		default:
 		}
 		break
+	}
+	if n == 0 {
+		return
 	}
 	if err := e.write(e.conn); err != nil {
 		e.lost.Add(int64(n))

@@ -106,7 +106,19 @@ func (l *loop) submit(s *seq) *apiError {
 	case <-l.done:
 		return errShuttingDown
 	}
-	return <-s.submitted
+	select {
+	case e := <-s.submitted:
+		return e
+	case <-l.done:
+		// The loop answers every submission it takes before it exits; one
+		// it never took stays unanswered.
+		select {
+		case e := <-s.submitted:
+			return e
+		default:
+			return errShuttingDown
+		}
+	}
 }
 
 // cancel asks the loop to abort s (if it has not finished already).
