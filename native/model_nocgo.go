@@ -2,27 +2,6 @@
 
 package native
 
-// ModelFile is what the C loader read from a GGUF file (see model_cgo.go;
-// declared identically there).
-type ModelFile struct {
-	Info       ModelInfo
-	HeadDim    int
-	RMSEps     float32
-	RopeTheta  float32
-	TiedOutput bool
-	F16        bool
-	Alignment  uint32
-	Tensors    int
-	Meta       []MetaKV
-}
-
-// MetaKV is one metadata entry as the C loader found it (see model_cgo.go).
-type MetaKV struct {
-	Key   string
-	Type  uint32
-	Value []byte
-}
-
 // ReadModelFile returns ErrNoCgo: the loader is C.
 func ReadModelFile(path string) (*ModelFile, error) { return nil, ErrNoCgo }
 

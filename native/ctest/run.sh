@@ -2,17 +2,17 @@
 # Builds every native/ctest/test_*.c together with the engine's C sources
 # under AddressSanitizer + UndefinedBehaviorSanitizer and runs it. Any
 # sanitizer finding fails the run (halt_on_error, no recovery). The tests get
-# the tiny model's path in PICOMETER_TINY_MODEL (created if missing).
+# the tiny model's path in PICOMETER_TINY_MODEL (regenerated each run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-gcc}
 out=build/ctest
 mkdir -p "$out"
 export PICOMETER_TINY_MODEL=${PICOMETER_TINY_MODEL:-$PWD/build/models/tiny.gguf}
-if [[ ! -f $PICOMETER_TINY_MODEL ]]; then
-	mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
-	go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
-fi
+# Always regenerate (about 0.2 s) so a change to the model generator never
+# leaves a stale file behind.
+mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
+go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 srcs=(native/*.c)
