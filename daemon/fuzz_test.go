@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/picometer/picometer/native"
+)
+
+// FuzzHandler drives the whole handler (routing, decoding, context checks,
+// the engine loop over the fake engine, response and SSE encoding) with
+// arbitrary bodies: whatever comes in, the answer is a well-formed
+// response with a status from the documented set.
+func FuzzHandler(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(uint8(0), []byte(s))
+		f.Add(uint8(1), []byte(s))
+	}
+	f.Add(uint8(0), []byte(`{"prompt":"é\xff€","stream":true,"stop":["€"],"return_token_ids":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`))
+	f.Add(uint8(1), []byte(`{"messages":[{"role":"user","content":"hi"}],"stream":true,"model":"fake-model"}`))
+	eng := newFakeEngine(128)
+	eng.runLen = 3
+	cfg := testConfig(f)
+	cfg.Metrics.Socket = ""
+	log := &testLog{}
+	d := New(cfg, eng, Deps{Logf: log.logf})
+	f.Cleanup(func() { d.Shutdown(0) })
+	// A real net.Conn (stream writers set write deadlines on it); nothing
+	// is written to it, responses are read from the RequestCtx.
+	c1, c2 := net.Pipe()
+	f.Cleanup(func() { c1.Close(); c2.Close() })
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		path := pathCompletions
+		if route%2 == 1 {
+			path = pathChat
+		}
+		var req fasthttp.Request
+		req.Header.SetMethod("POST")
+		req.SetRequestURI(path)
+		req.SetBody(body)
+		var ctx fasthttp.RequestCtx
+		ctx.Init2(c1, nil, false)
+		req.CopyTo(&ctx.Request)
+		d.handle(&ctx)
+		status := ctx.Response.StatusCode()
+		var out []byte
+		if s := ctx.Response.BodyStream(); s != nil {
+			var err error
+			if out, err = io.ReadAll(s); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			out = ctx.Response.Body()
+		}
+		switch {
+		case status == 200 && ctx.Response.IsBodyStream():
+			var s sse
+			readSSE(t, bytes.NewReader(out), &s)
+			if len(s.data) == 0 || s.data[len(s.data)-1] != "[DONE]" || len(s.errs) != 0 {
+				t.Fatalf("stream %q", out)
+			}
+			if !utf8.ValidString(s.text()) {
+				t.Fatalf("invalid UTF-8 streamed: %q", s.text())
+			}
+		case status == 200:
+			c := decodeCompletionResponse(t, out)
+			if c.Usage == nil || c.Usage.CompletionTokens < 1 || !utf8.ValidString(c.text()) {
+				t.Fatalf("response %s", out)
+			}
+		case status == 400 || status == 404:
+			decodeError(t, out)
+		default:
+			t.Fatalf("status %d for %q: %s", status, body, out)
+		}
+		if log.contains("BUG") {
+			t.Fatalf("daemon logged a bug: %v", log.lines)
+		}
+	})
+}
+
+// FuzzParseConfig: no TOML document crashes the config parser, and one
+// that parses and validates has every key in range.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("listen = \"127.0.0.1:1\"\n[engine]\nb_max = 2\n"))
+	f.Add([]byte("[metrics]\nqueue = 0\n"))
+	f.Add([]byte("request_timeout = \"1s\"\napi_keys = [\"a\"]\n"))
+	f.Add([]byte("[engine\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if c.Validate() != nil {
+			return
+		}
+		nc := c.NativeConfig()
+		if nc.Validate() != nil || c.Metrics.Queue < 1 || c.RequestTimeout <= 0 || c.MaxBodyBytes < 1024 {
+			t.Fatalf("validated config out of range: %+v", c)
+		}
+	})
+}
+
+// TestSeqText checks the loop's per-run text pipeline: tokens → UTF-8
+// hold-back → stop strings, across run boundaries.
+func TestSeqText(t *testing.T) {
+	f := func(stops []string, runs []string, want string, wantMatch bool) {
+		t.Helper()
+		s := newSeq()
+		s.stop = newStopMatcher(stops)
+		matched := false
+		for _, r := range runs {
+			var toks []int32
+			for i := 0; i < len(r); i++ {
+				toks = append(toks, int32(r[i]))
+			}
+			if r == "<eos>" {
+				toks = []int32{native.TokEOS}
+			}
+			matched = s.consume(toks)
+		}
+		if !matched {
+			s.flushText()
+		}
+		var out outBuf
+		s.take(&out)
+		if string(out.text) != want || matched != wantMatch {
+			t.Errorf("stops %q runs %q: text %q matched %v, want %q %v", stops, runs, out.text, matched, want, wantMatch)
+		}
+	}
+	// A multi-byte stop string split mid-character across runs.
+	f([]string{"€y"}, []string{"x\xe2", "\x82", "\xacy tail"}, "x", true)
+	// A held partial character that never completes becomes U+FFFD at the end.
+	f([]string{"zz"}, []string{"a\xe2\x82", "<eos>"}, "a\uFFFD", false)
+	// Control tokens make no text and do not break a character.
+	f(nil, []string{"\xc3", "<eos>", "\xa9"}, "é", false)
+	// A stop-string prefix held at the end is released.
+	f([]string{"end!"}, []string{"the en"}, "the en", false)
+	// U+FFFD from invalid bytes can be part of a stop string.
+	f([]string{"\uFFFD!"}, []string{"ok\xff!"}, "ok", true)
+}
