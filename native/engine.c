@@ -165,13 +165,16 @@ struct pm_engine {
 	pthread_t *workers; /* [threads-1] */
 	int n_workers;      /* started */
 	pthread_mutex_t mu;
-	pthread_cond_t cv_go, cv_done;
-	int sync_ok;
-	job_fn job;
+	pthread_cond_t cv_go;   /* a sleeping worker waits here for a job */
+	pthread_cond_t cv_done; /* the caller waits here for the last worker */
+	int sleepers;           /* workers waiting on cv_go (under mu) */
+	int caller_waits;       /* the caller waits on cv_done (under mu) */
+	int sync_ok;            /* mu and cv_go exist */
+	job_fn job;             /* the current job, published by job_gen */
 	const void *job_arg;
-	uint64_t job_gen;
-	int job_pending;
-	int quit;
+	atomic_uint_fast64_t job_gen; /* incremented per job */
+	atomic_int job_pending;       /* workers still running the current job */
+	atomic_int quit;
 };
 
 static int seterr(pm_engine *e, int code, const char *fmt, ...)
@@ -404,48 +407,83 @@ typedef struct {
 	int t;
 } worker_arg;
 
+/* How long (pause instructions, ~50 us) a worker polls for the next job, and
+ * the caller for the workers to finish, before sleeping on a condition
+ * variable: a forward issues about eight jobs per layer, microseconds
+ * apart, so a sleep/wake pair per job would cost more than the job; but on
+ * an oversubscribed machine a spinner steals the core of the thread it
+ * waits for, so the spin stays short. */
+#define SPIN 2000
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 static void *worker_main(void *p)
 {
 	pm_engine *e = ((worker_arg *)p)->e;
 	int t = ((worker_arg *)p)->t;
-	uint64_t seen = 0;
-	pthread_mutex_lock(&e->mu);
+	uint64_t seen = 0, g;
 	for (;;) {
-		while (!e->quit && e->job_gen == seen)
-			pthread_cond_wait(&e->cv_go, &e->mu);
-		if (e->quit)
-			break;
-		seen = e->job_gen;
-		job_fn fn = e->job;
-		const void *arg = e->job_arg;
-		pthread_mutex_unlock(&e->mu);
-		fn(e, arg, t, e->cfg.threads);
-		pthread_mutex_lock(&e->mu);
-		if (--e->job_pending == 0)
-			pthread_cond_signal(&e->cv_done);
+		int spins = 0;
+		while ((g = atomic_load_explicit(&e->job_gen, memory_order_acquire)) == seen &&
+		       !atomic_load_explicit(&e->quit, memory_order_relaxed)) {
+			if (++spins < SPIN) {
+				cpu_relax();
+				continue;
+			}
+			pthread_mutex_lock(&e->mu);
+			e->sleepers++;
+			while (atomic_load(&e->job_gen) == seen && !atomic_load(&e->quit))
+				pthread_cond_wait(&e->cv_go, &e->mu);
+			e->sleepers--;
+			pthread_mutex_unlock(&e->mu);
+		}
+		if (atomic_load(&e->quit))
+			return NULL;
+		seen = g;
+		e->job(e, e->job_arg, t, e->cfg.threads);
+		if (atomic_fetch_sub_explicit(&e->job_pending, 1, memory_order_acq_rel) == 1) {
+			pthread_mutex_lock(&e->mu); /* the last one wakes a sleeping caller */
+			if (e->caller_waits)
+				pthread_cond_signal(&e->cv_done);
+			pthread_mutex_unlock(&e->mu);
+		}
 	}
-	pthread_mutex_unlock(&e->mu);
-	return NULL;
 }
 
+/* run_job runs fn on every compute thread (the caller is thread 0) and
+ * returns when all are done. */
 static void run_job(pm_engine *e, job_fn fn, const void *arg)
 {
 	if (e->n_workers == 0) {
 		fn(e, arg, 0, 1);
 		return;
 	}
-	pthread_mutex_lock(&e->mu);
 	e->job = fn;
 	e->job_arg = arg;
-	e->job_pending = e->n_workers;
-	e->job_gen++;
-	pthread_cond_broadcast(&e->cv_go);
+	atomic_store_explicit(&e->job_pending, e->n_workers, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->job_gen, 1, memory_order_release);
+	pthread_mutex_lock(&e->mu); /* wakes sleepers; see worker_main */
+	if (e->sleepers > 0)
+		pthread_cond_broadcast(&e->cv_go);
 	pthread_mutex_unlock(&e->mu);
 	fn(e, arg, 0, e->cfg.threads);
-	pthread_mutex_lock(&e->mu);
-	while (e->job_pending > 0)
-		pthread_cond_wait(&e->cv_done, &e->mu);
-	pthread_mutex_unlock(&e->mu);
+	for (int spins = 0; atomic_load_explicit(&e->job_pending, memory_order_acquire) > 0; spins++) {
+		if (spins < SPIN) {
+			cpu_relax();
+			continue;
+		}
+		pthread_mutex_lock(&e->mu);
+		e->caller_waits = 1;
+		while (atomic_load(&e->job_pending) > 0)
+			pthread_cond_wait(&e->cv_done, &e->mu);
+		e->caller_waits = 0;
+		pthread_mutex_unlock(&e->mu);
+	}
 }
 
 /* ============================================================================
@@ -1185,8 +1223,8 @@ static void stop_workers(pm_engine *e)
 {
 	if (!e->sync_ok)
 		return;
+	atomic_store(&e->quit, 1);
 	pthread_mutex_lock(&e->mu);
-	e->quit = 1;
 	pthread_cond_broadcast(&e->cv_go);
 	pthread_mutex_unlock(&e->mu);
 	for (int i = 0; i < e->n_workers; i++)
