@@ -153,7 +153,8 @@ struct pm_engine {
 	int32_t *sidx; /* [vocab] token ids */
 
 	/* outputs of the current call */
-	pm_output *outs; /* [b_max] */
+	pm_output *outs;  /* [b_max] */
+	int32_t *out_req; /* [b_max] request index of each output */
 	int32_t n_outs;
 
 	/* metrics */
@@ -630,7 +631,8 @@ static int preempt_newest(pm_engine *e)
 
 /* ---- the step's phases ---- */
 
-static void finish(pm_engine *e, int ri, int reason, int64_t t);
+static void finish(pm_engine *e, int ri, int reason);
+static void finished_at(pm_engine *e, req *r, int64_t t);
 static int32_t sample(pm_engine *e, req *r, const float *logits);
 static void step_record(pm_engine *e, int phase, int batch, int tokens, int64_t ns);
 static void time_cost(pm_time_cost *c, int64_t ns);
@@ -653,8 +655,6 @@ static int emit_token(const pm_engine *e, req *r, int32_t tok)
 /* Records the end time t of a step that emitted tokens for r. */
 static void note_emit(const pm_engine *e, req *r, int64_t t)
 {
-	if (e->cfg.no_metrics)
-		return;
 	if (r->st.first_token_ns == 0)
 		r->st.first_token_ns = t;
 	r->st.last_token_ns = t;
@@ -662,12 +662,13 @@ static void note_emit(const pm_engine *e, req *r, int64_t t)
 		r->emit[r->st.n_emit++] = t;
 }
 
-/* Publishes what slot s emitted this step, and finishes its request if done. */
-static void deliver(pm_engine *e, slot *s, int64_t t)
+/* Publishes what slot s emitted this step, and finishes its request if done.
+ * Times are stamped when the step ends (stamp_outputs). */
+static void deliver(pm_engine *e, slot *s)
 {
 	int ri = s->req;
 	req *r = &e->reqs[ri];
-	note_emit(e, r, t);
+	e->out_req[e->n_outs] = ri;
 	pm_output *o = &e->outs[e->n_outs++];
 	o->id = r->id;
 	o->tokens = r->seq + s->emit0;
@@ -675,7 +676,22 @@ static void deliver(pm_engine *e, slot *s, int64_t t)
 	o->finish = s->fin;
 	o->stats = s->fin ? &r->st : NULL;
 	if (s->fin)
-		finish(e, ri, s->fin, t);
+		finish(e, ri, s->fin);
+}
+
+/* A token leaves the engine when Step returns: every output of the step
+ * gets the step's end time as its emit (and finish) time. */
+static void stamp_outputs(pm_engine *e)
+{
+	if (e->cfg.no_metrics || e->n_outs == 0)
+		return;
+	int64_t t = pm_now();
+	for (int i = 0; i < e->n_outs; i++) {
+		req *r = &e->reqs[e->out_req[i]];
+		note_emit(e, r, t);
+		if (e->outs[i].finish)
+			finished_at(e, r, t);
+	}
 }
 
 /*
@@ -794,7 +810,7 @@ static void run_prefill(pm_engine *e)
 		slot *s = &e->slots[e->order[i]];
 		e->reqs[s->req].st.prefill_tokens += s->n_kv - s->pf_start;
 		if (s->n_emitted)
-			deliver(e, s, t1);
+			deliver(e, s);
 	}
 	if (metrics) {
 		e->met.prefill_ns += t1 - t0;
@@ -959,7 +975,7 @@ static void run_decode(pm_engine *e)
 	}
 	int64_t t1 = metrics ? pm_now() : 0;
 	for (int i = 0; i < ns; i++)
-		deliver(e, &e->slots[e->order[i]], t1);
+		deliver(e, &e->slots[e->order[i]]);
 	if (metrics) {
 		int64_t d = t1 - t0;
 		e->met.decode_ns += d;
@@ -1144,23 +1160,28 @@ static void step_record(pm_engine *e, int phase, int batch, int tokens, int64_t 
 }
 
 /* Ends request ri (frees its slot if it holds one); its stats stay readable
- * until the next call on the engine. t = 0 reads the clock. */
-static void finish(pm_engine *e, int ri, int reason, int64_t t)
+ * until the next call on the engine. The caller stamps its finish time. */
+static void finish(pm_engine *e, int ri, int reason)
 {
 	req *r = &e->reqs[ri];
 	if (r->slot >= 0)
 		release_slot(e, r->slot);
 	r->st.finish = reason;
 	if (!e->cfg.no_metrics) {
-		r->st.finish_ns = t ? t : pm_now();
 		e->met.requests_finished++;
 		e->met.prompt_tokens += r->st.prompt_tokens;
 		e->met.completion_tokens += r->st.completion_tokens;
-		e->met.last_finished = r->st;
-		e->met.last_finished.emit_ns = NULL;
-		e->met.has_last = 1;
 	}
 	retire(e, ri);
+}
+
+/* Sets r's finish time; r is now the engine's last finished request. */
+static void finished_at(pm_engine *e, req *r, int64_t t)
+{
+	r->st.finish_ns = t;
+	e->met.last_finished = r->st;
+	e->met.last_finished.emit_ns = NULL;
+	e->met.has_last = 1;
 }
 
 /* ============================================================================
@@ -1351,6 +1372,7 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	ALLOC(e->sp, e->vocab);
 	ALLOC(e->sidx, e->vocab);
 	ALLOC(e->outs, b);
+	ALLOC(e->out_req, b);
 	ALLOC(e->ring, e->cfg.step_ring);
 	if (e->cfg.threads > 1) {
 		size_t nt = (size_t)e->cfg.threads - 1;
@@ -1418,6 +1440,7 @@ void pm_engine_free(pm_engine *e)
 	free(e->sp);
 	free(e->sidx);
 	free(e->outs);
+	free(e->out_req);
 	free(e->ring);
 	if (e->owns_model)
 		pm_model_free(&e->owned_model);
@@ -1599,6 +1622,7 @@ int pm_engine_step(pm_engine *e, const pm_output **outs, int32_t *n_out)
 	admit_waiting(e, e->cfg.no_metrics ? 0 : pm_now());
 	run_prefill(e);
 	run_decode(e);
+	stamp_outputs(e);
 	*n_out = e->n_outs;
 	return PM_OK;
 }
@@ -1629,7 +1653,9 @@ int pm_engine_cancel(pm_engine *e, uint64_t id, const pm_request_stats **stats)
 				e->wait[(e->wait_head + k + 1) % e->n_reqs];
 		e->n_waiting--;
 	}
-	finish(e, ri, PM_FINISH_ABORT, 0);
+	finish(e, ri, PM_FINISH_ABORT);
+	if (!e->cfg.no_metrics)
+		finished_at(e, &e->reqs[ri], pm_now());
 	*stats = &e->reqs[ri].st;
 	return PM_OK;
 }

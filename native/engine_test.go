@@ -847,6 +847,56 @@ func TestSnapshot(t *testing.T) {
 	})
 }
 
+// TestEmitTimes: a token leaves the engine when Step returns, so every
+// request that emitted in a step — in its prefill or its decode phase — gets
+// that step's end as its emit (and finish) time.
+func TestEmitTimes(t *testing.T) {
+	_, ref := tinyModel(t)
+	e := open(t, func(c *Config) { c.SpecK = 0 })
+	a := longPrompt(t, ref, 1, 5, 4)
+	arrival := Now()
+	ida, err := e.Submit(a, Params{MaxTokens: 4, ArrivalNS: arrival})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ { // prefill (token 1) and two decode steps
+		if outs, err := e.Step(); err != nil || len(outs) != 1 {
+			t.Fatalf("step %d: %v %v", i, outs, err)
+		}
+	}
+	idb, err := e.Submit(prompt(2, 9), Params{MaxTokens: 1, ArrivalNS: Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := Now()
+	outs, err := e.Step() // b's prefill emits and ends it; a's decode emits its 4th and last token
+	after := Now()
+	if err != nil || len(outs) != 2 {
+		t.Fatalf("%d outputs, %v", len(outs), err)
+	}
+	st := map[ID]*RequestStats{}
+	for _, o := range outs {
+		if o.Finish != FinishLength {
+			t.Fatalf("request %d: finish %q", o.ID, o.Finish)
+		}
+		st[o.ID] = o.Stats
+	}
+	sa, sb := st[ida], st[idb]
+	if sa == nil || sb == nil {
+		t.Fatalf("outputs %+v", outs)
+	}
+	end := sb.FirstTokenNS
+	if end < before || end > after {
+		t.Fatalf("b's first token at %d, outside the step [%d, %d]", end, before, after)
+	}
+	if sb.FinishNS != end || sa.LastTokenNS != end || sa.FinishNS != end || sb.EmitNS[0] != end || sa.EmitNS[3] != end {
+		t.Fatalf("emit/finish times of one step differ: a %+v\nb %+v", *sa, *sb)
+	}
+	if len(sa.EmitNS) != 4 || sa.ArrivalNS != arrival || sa.FirstTokenNS != sa.EmitNS[0] || !slices.IsSorted(sa.EmitNS) {
+		t.Fatalf("a's stats %+v", *sa)
+	}
+}
+
 // TestStepAllocs: once running, Step and Snapshot allocate nothing in Go.
 func TestStepAllocs(t *testing.T) {
 	e := open(t, func(c *Config) { c.BMax = 4; c.SpecK = 4 })
