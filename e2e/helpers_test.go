@@ -1,6 +1,10 @@
 package e2e
 
-import "testing"
+import (
+	"math"
+	"strings"
+	"testing"
+)
 
 func TestExpandGrafana(t *testing.T) {
 	vars := map[string]string{"model": `m\\.1`, "instance": ".*", "__rate_interval": "1m", "datasource": ""}
@@ -78,4 +82,32 @@ func TestWaves(t *testing.T) {
 			t.Errorf("kind %q has no warm-up request", r.kind)
 		}
 	}
+}
+
+func TestSameSeries(t *testing.T) {
+	nan := math.NaN()
+	s := func(v float64, kv ...string) promSample {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return promSample{Metric: m, Value: v}
+	}
+	f := func(name string, prom, vm []promSample, wantErr string) {
+		t.Helper()
+		err := sameSeries(prom, vm)
+		if (err == nil) != (wantErr == "") || err != nil && !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s: sameSeries = %v, want error containing %q", name, err, wantErr)
+		}
+	}
+	f("target and resource labels are ignored",
+		[]promSample{s(1, "gen_ai_request_model", "m", "instance", "a:1", "job", "j")},
+		[]promSample{s(2, "gen_ai_request_model", "m", "service_name", "x", "host_name", "h")}, "")
+	f("NaN in Prometheus may be missing from VictoriaMetrics",
+		[]promSample{s(1, "le", "1"), s(nan, "le", "2")}, []promSample{s(1, "le", "1")}, "")
+	f("a series only scraped",
+		[]promSample{s(1, "le", "1"), s(1, "le", "2")}, []promSample{s(1, "le", "1")}, "only scraped: {le=2}")
+	f("a series only via OTLP",
+		[]promSample{s(1, "le", "1")}, []promSample{s(1, "le", "1"), s(1, "le", "1e+05")}, "only via OTLP: {le=1e+05}")
+	f("nothing with a value", []promSample{s(nan)}, nil, "no series with a value")
 }

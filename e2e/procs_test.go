@@ -65,6 +65,12 @@ type proc struct {
 // cleanup that stops it and, when the test failed, prints its log's tail.
 func start(t *testing.T, dir, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, dir, name, nil, bin, args...)
+}
+
+// startEnv is start with extra environment variables ("K=V").
+func startEnv(t *testing.T, dir, name string, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -72,6 +78,9 @@ func start(t *testing.T, dir, name, bin string, args ...string) *proc {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	if err := cmd.Start(); err != nil {
 		f.Close()
