@@ -27,8 +27,8 @@ const liveTestLabel = "live_test"
 // the dashboard's time range.
 var builtinVars = map[string]string{"__rate_interval": "1m", "__range": "5m", "__interval": "15s"}
 
-// tools finds the programs of the live checks; each skips the test when
-// missing (fails under PICOMETER_LIVE=1).
+// prometheusBin and binary find the programs of the live checks; each
+// skips the test when missing (fails under PICOMETER_LIVE=1).
 func prometheusBin(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("PICOMETER_PROMETHEUS_BIN")
@@ -196,12 +196,14 @@ func TestLivePrometheusParsesEveryQuery(t *testing.T) {
 }
 
 // TestLiveStack runs the whole product: picometer-sidecar, picometerd on
-// the tiny model and Prometheus scraping the sidecar with alerts/ loaded.
-// It drives real completion requests, runs every dashboard query and rule
-// expression through Prometheus's HTTP API (each must parse, every panel
-// must return data), then makes alerts fire for real: a test-only TTFT
-// alert with a tiny threshold, the stale-daemon alert after stopping the
-// daemon, and the target-down alert after stopping the sidecar.
+// the tiny model, Prometheus scraping the sidecar with alerts/ loaded, and
+// VictoriaMetrics receiving the sidecar's OTLP push. It drives real
+// completion requests, runs every dashboard query and rule expression
+// through Prometheus's HTTP API (each must parse, every panel must return
+// data), checks that the dashboards see the same series over OTLP, then
+// makes alerts fire for real: a test-only TTFT alert with a tiny
+// threshold, the stale-daemon alert after stopping the daemon, and the
+// target-down alert after stopping the sidecar.
 func TestLiveStack(t *testing.T) {
 	sidecarBin := binary(t, "picometer-sidecar")
 	daemonBin := binary(t, "picometerd")
