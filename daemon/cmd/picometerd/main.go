@@ -65,6 +65,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal during the graceful shutdown kills at once
+	}()
 	if err := daemon.Run(ctx, cfg, daemon.Deps{}); err != nil {
 		log.Printf("picometerd: %v", err)
 		os.Exit(1)

@@ -1,0 +1,98 @@
+// Package daemon is picometerd: an OpenAI-compatible HTTP server (fasthttp)
+// over picometer's native engine, which streams NDJSON metric events to the
+// sidecar's unix socket.
+//
+// # Endpoints
+//
+//	POST /v1/completions       prompt: a string, a list of one string, a list of token ids,
+//	                           or a list of one list of token ids
+//	POST /v1/chat/completions  messages with system (or developer), user and assistant roles
+//	GET  /v1/models            the one model served (and GET /v1/models/{id})
+//	GET  /health               {"status":"ok"}; 503 when shutting down or after an engine failure
+//	GET  /debug/engine_metrics a fresh engine snapshot in MLC-LLM's EngineMetrics shape
+//	                           (schema.EngineBody), with the emitter's events_dropped
+//
+// Both generation endpoints take max_tokens (max_completion_tokens for
+// chat), temperature (0..2; 0 is greedy), top_p ((0,1]), top_k (-1 or 0 =
+// all), seed, stop (a string or up to 16 strings), stream,
+// stream_options.include_usage, user (accepted, unused), model (absent or
+// empty means the served model; another name is a 404), and vLLM's
+// extensions return_token_ids (the token ids of each choice or chunk) and
+// stream_options.continuous_usage_stats (usage so far in every chunk).
+// n ≠ 1, best_of ≠ 1, logprobs, echo, suffix, non-zero penalties,
+// logit_bias, tools and non-text content are rejected with a 400 naming the
+// parameter; unknown fields are ignored, as OpenAI-compatible servers do.
+//
+// # Tokens, context and usage
+//
+// Models are byte-level (native/vocab.go): a text prompt is <|bos|> and its
+// UTF-8 bytes. The chat template is:
+//
+//	<|bos|>
+//	for each message:  <|system|> | <|user|> | <|assistant|>   (by role; developer → <|system|>)
+//	                   the UTF-8 bytes of its content
+//	                   <|end|>
+//	<|assistant|>
+//
+// A chat turn stops at <|end|> or <|eos|>. Control tokens produce no text.
+// A prompt must leave room for one output token (else 400, param prompt or
+// messages, code context_length_exceeded). An explicit max_tokens that does
+// not fit beside the prompt is a 400 (as vLLM and OpenAI do); without one,
+// completions default to 16 tokens (OpenAI's default) and chat to the room
+// left, both clamped to the room left.
+//
+// usage.completion_tokens counts every token the engine generated for the
+// request, control tokens included. With a stop string, that includes the
+// tokens that spelled it and any the same engine step produced after it
+// (a speculative step emits up to spec_k+1): they are counted and returned
+// in token_ids, but cut from the text. So usage.completion_tokens always
+// equals the number of token ids returned. usage.extra carries the
+// request's own metrics (see appendUsage for their definitions).
+//
+// # Text
+//
+// Output bytes that are not yet a whole UTF-8 character are held back until
+// they are, so a streamed character is never split; bytes that can never
+// become one are replaced by U+FFFD at once (one per maximal ill-formed
+// subpart), and an incomplete character left at the end becomes U+FFFD.
+// Stop strings are matched on that text, across runs; the text up to the
+// stop string is returned, finish_reason is "stop", and the request is
+// cancelled in the engine at once. Streams send one chunk per engine run
+// that produced text (or tokens, when token ids or continuous usage are
+// asked), then a chunk with the finish reason, the usage chunk when asked,
+// and data: [DONE].
+//
+// # Errors
+//
+// Errors are OpenAI-shaped {"error":{"message","type","param","code"}}:
+// 400 invalid_request_error, 401 authentication_error (when api_keys are
+// set; /v1/* only), 404 not_found_error, 405 with an Allow header, 413 for a
+// body over max_body_bytes, 429 rate_limit_error (code queue_full, with
+// Retry-After: 1) when the engine's waiting queue is full (429 rather than
+// 503: the server is healthy, the client should retry later), 500
+// server_error on an engine failure, 503 while shutting down, 504 (code
+// timeout) when a request's deadline passes. An error after a stream's
+// header went out is sent as an error event followed by data: [DONE]. Every
+// failed completion request is also a request event (finish_reason error or
+// abort, with its error type).
+//
+// # Engine loop, deadlines, disconnects
+//
+// One goroutine owns the engine (see loop). Requests reach it over a
+// channel; each request's output is handed back through its own buffer, so
+// a slow client never slows the loop or other requests. Deadlines
+// (request_timeout) are enforced by the loop, not by socket write timeouts,
+// which would cut long streams. A streaming client that disconnects is
+// noticed at the next chunk's Flush and its request is cancelled (finish
+// reason abort, error type cancelled); a client that stops reading is
+// disconnected after stream_stall_timeout. A non-streamed request whose
+// client leaves is not noticed (fasthttp reports it only on write); its
+// deadline bounds the work.
+//
+// # Metrics events and shutdown
+//
+// See [Emitter]. On SIGINT/SIGTERM the daemon stops accepting, lets
+// in-flight requests finish for shutdown_grace, aborts the rest (error type
+// shutdown), emits a final engine snapshot and flushes it within
+// metrics.flush_timeout.
+package daemon
