@@ -88,7 +88,7 @@ checkrules: ## promtool check rules + unit tests for alerts/
 dashboards: ## regenerate dashboards/*.json from schema/
 	$(GO) generate ./dashboards/...
 
-e2e: build models ## live end-to-end checks only (daemon + sidecar + Prometheus)
+e2e: build models $(VM_BIN) ## live end-to-end checks only (daemon + sidecar + Prometheus)
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -run 'Live|E2E' ./...
 
