@@ -12,10 +12,18 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
-// maxQueuedSteps bounds the step records held by queued engine snapshots
-// (about 40 bytes each); a snapshot that would exceed it loses its step
-// records, counted in steps_dropped.
-const maxQueuedSteps = 1 << 16
+// Memory bounds of the queue beside its length in events. Request events
+// carry one ITL gap per emitting step (8 bytes each, up to the context
+// length) and snapshots their step records (about 40 bytes each), so
+// 65536 queued events could otherwise hold hundreds of MiB while the
+// sidecar is away. A request event whose gaps would exceed maxQueuedGaps is
+// dropped (counted in events_dropped); a snapshot whose step records would
+// exceed maxQueuedSteps keeps its counters and loses its step records
+// (counted in steps_dropped).
+const (
+	maxQueuedGaps  = 1 << 22 // 32 MiB of ITL gaps
+	maxQueuedSteps = 1 << 16 // about 2.5 MiB of step records
+)
 
 // maxBatchBytes is how much the writer encodes before one socket write.
 const maxBatchBytes = 64 << 10
@@ -44,6 +52,7 @@ type Emitter struct {
 	dropped      atomic.Int64
 	stepsDropped atomic.Int64
 	queuedSteps  atomic.Int64
+	queuedGaps   atomic.Int64
 	connects     atomic.Int64
 	lost         atomic.Int64
 
@@ -83,6 +92,11 @@ func NewEmitter(cfg MetricsConfig, boot string, hello schema.HelloBody, logf fun
 // Request queues a request event (it fills the header).
 func (e *Emitter) Request(ev *schema.Request) {
 	e.header(&ev.Header, schema.KindRequest)
+	if n := int64(len(ev.ITLUS)); n > 0 && e.queuedGaps.Add(n) > maxQueuedGaps {
+		e.queuedGaps.Add(-n)
+		e.dropped.Add(1)
+		return
+	}
 	e.enqueue(ev)
 }
 
@@ -106,9 +120,17 @@ func (e *Emitter) enqueue(ev any) {
 	case e.q <- ev:
 	default:
 		e.dropped.Add(1)
-		if eng, ok := ev.(*schema.Engine); ok {
-			e.queuedSteps.Add(-int64(len(eng.Steps)))
-		}
+		e.dequeued(ev)
+	}
+}
+
+// dequeued releases ev's share of the memory bounds.
+func (e *Emitter) dequeued(ev any) {
+	switch v := ev.(type) {
+	case *schema.Request:
+		e.queuedGaps.Add(-int64(len(v.ITLUS)))
+	case *schema.Engine:
+		e.queuedSteps.Add(-int64(len(v.Steps)))
 	}
 }
 
@@ -267,8 +289,8 @@ func (e *Emitter) writeBatch(ev any) {
 		case *schema.Engine:
 			v.Seq = e.seq + 1
 			e.buf, err = schema.Append(e.buf, v)
-			e.queuedSteps.Add(-int64(len(v.Steps)))
 		}
+		e.dequeued(ev)
 		if err != nil {
 			// Never expected (the schema types always encode); the event is
 			// skipped without using a sequence number, so nothing looks lost.

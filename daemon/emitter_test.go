@@ -291,3 +291,17 @@ func TestEmitterStepBudget(t *testing.T) {
 		t.Errorf("steps dropped %d, want at least %d", got, len(steps))
 	}
 }
+
+// TestEmitterGapBudget: queued request events cannot hold more than
+// maxQueuedGaps ITL gaps; an event beyond that is dropped and counted.
+func TestEmitterGapBudget(t *testing.T) {
+	e := newTestEmitter(t, 64)
+	gaps := make([]int64, maxQueuedGaps/4+1)
+	for range 5 {
+		e.Request(&schema.Request{RequestBody: schema.RequestBody{ID: "x", ITLUS: gaps}})
+	}
+	// Three fit (an event the writer took but could not write still counts).
+	if got := e.Dropped(); got != 2 {
+		t.Errorf("dropped %d events, want 2", got)
+	}
+}
