@@ -41,9 +41,11 @@ type Config struct {
 	// LogLevel is the least severe level logged: debug, info, warn or error.
 	// Rejected socket lines are logged at debug. Default "info".
 	LogLevel string `toml:"log_level"`
-	// MemoryLimit is the Go runtime's soft memory limit in MiB
+	// MemoryLimitMiB is the Go runtime's soft memory limit in MiB
 	// (debug.SetMemoryLimit; the GOMEMLIMIT environment variable wins when
-	// set); 0 leaves the runtime default. Default 12.
+	// set); 0 leaves the runtime default. It bounds the heap's growth between
+	// collections under load (the live heap is a few MiB); the runtime caps
+	// the GC's CPU share if the live heap ever reaches it. Default 8.
 	MemoryLimitMiB int `toml:"memory_limit_mib"`
 	// OTLP configures the OTLP push exporter.
 	OTLP OTLPConfig `toml:"otlp"`
@@ -102,7 +104,7 @@ func DefaultConfig() Config {
 		MaxLineBytes:   1 << 20,
 		ExpireAfter:    Duration(5 * time.Minute),
 		LogLevel:       "info",
-		MemoryLimitMiB: 12,
+		MemoryLimitMiB: 8,
 	}
 }
 

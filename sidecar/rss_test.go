@@ -1,0 +1,160 @@
+package sidecar
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sidecarBinary returns PICOMETER_BIN_DIR/picometer-sidecar, or builds it.
+func sidecarBinary(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("PICOMETER_BIN_DIR"); dir != "" {
+		p := filepath.Join(dir, "picometer-sidecar")
+		if _, err := os.Stat(p); err != nil {
+			if live() {
+				t.Fatalf("PICOMETER_LIVE=1 but %s is missing (make build): %v", p, err)
+			}
+			t.Skipf("%s missing: %v", p, err)
+		}
+		return p
+	}
+	p := filepath.Join(t.TempDir(), "picometer-sidecar")
+	cmd := exec.Command("go", "build", "-o", p, "./cmd/picometer-sidecar")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // the sidecar needs no cgo; a static binary maps no libc
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return p
+}
+
+// procStatus reads VmRSS, VmHWM, RssAnon and RssFile (kB) of a process.
+func procStatus(t *testing.T, pid int) (rss, hwm, anon, file int) {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		switch k {
+		case "VmRSS":
+			rss = n
+		case "VmHWM":
+			hwm = n
+		case "RssAnon":
+			anon = n
+		case "RssFile":
+			file = n
+		}
+	}
+	return rss, hwm, anon, file
+}
+
+// TestLiveRSS runs the built binary, feeds it 8 daemons at once (64-token
+// requests and engine snapshots) and reports its resident memory, peak
+// included. The aim is 15 MiB; more than statsd_exporter's 22 MiB fails.
+func TestLiveRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	bin := sidecarBinary(t)
+	rcv := &receiver{}
+	otlpSrv := httptest.NewServer(rcv)
+	defer otlpSrv.Close()
+	for _, otlp := range []bool{false, true} {
+		t.Run("otlp="+strconv.FormatBool(otlp), func(t *testing.T) {
+			dir := t.TempDir()
+			sock, addr := filepath.Join(dir, "s.sock"), freePort(t)
+			cmd := exec.Command(bin, "--socket", sock, "--listen", addr)
+			cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=")
+			if otlp {
+				cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="+otlpSrv.URL+"/v1/metrics", "OTEL_METRIC_EXPORT_INTERVAL=500")
+			}
+			var log bytes.Buffer
+			cmd.Stderr = &log
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+				if t.Failed() {
+					t.Logf("sidecar log:\n%s", log.String())
+				}
+			}()
+			waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
+			idle, _, idleAnon, idleFile := procStatus(t, cmd.Process.Pid)
+
+			const daemons, events = 8, 40000
+			var wg sync.WaitGroup
+			for d := range daemons {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := net.Dial("unix", sock)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer c.Close()
+					boot := fmt.Sprintf("%016x", d+1)
+					prefix, suffix := seqTemplate(t, typicalRequest(boot, 7), 7)
+					s := newSim(t, boot, "rss-model-"+strconv.Itoa(d))
+					buf := s.hello()
+					for seq := 0; seq < events; {
+						buf = appendRequests(buf, prefix, suffix, s.seq+1, 1000)
+						s.seq += 1000
+						seq += 1000
+						buf = append(buf, s.engine(snapshot(int64(seq/1000), 0, int64(seq), float64(seq)/1000,
+							[]int64{int64(seq), 3}, []int64{int64(seq / 2), 1}, 4, 32, 64))...)
+						if _, err := c.Write(buf); err != nil {
+							t.Error(err)
+							return
+						}
+						buf = buf[:0]
+					}
+				}()
+			}
+			wg.Wait()
+			total := 0.0
+			waitFor(t, func() bool {
+				resp, err := http.Get("http://" + addr + "/metrics")
+				if err != nil {
+					return false
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				prom := parseExposition(t, string(body))
+				total = prom[seriesKey("picometer_sidecar_events_total", map[string]string{"kind": "request"})]
+				return total == daemons*events
+			})
+			if otlp {
+				time.Sleep(time.Second) // a couple of exports
+			}
+			rss, hwm, anon, file := procStatus(t, cmd.Process.Pid)
+			mib := func(kb int) float64 { return float64(kb) / 1024 }
+			t.Logf("RSS idle %.1f MiB (anon %.1f, file %.1f); after %d daemons × %d events: %.1f MiB (anon %.1f, file %.1f), peak %.1f MiB (aim ≤ 15 MiB)",
+				mib(idle), mib(idleAnon), mib(idleFile), daemons, events, mib(rss), mib(anon), mib(file), mib(hwm))
+			if hwm > 22*1024 {
+				t.Fatalf("peak RSS %.1f MiB is more than statsd_exporter's 22 MiB", float64(hwm)/1024)
+			}
+		})
+	}
+}
