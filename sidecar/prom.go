@@ -1,7 +1,7 @@
 package sidecar
 
 import (
-	"bytes"
+	"bufio"
 	"io"
 	"net/http"
 	"strings"
@@ -68,23 +68,23 @@ func (r *registry) WritePrometheus(w io.Writer) {
 	}
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
 
-// ServeHTTP serves the exposition with the Prometheus text Content-Type.
+// ServeHTTP streams the exposition with the Prometheus text Content-Type
+// (each family's set is buffered by metrics.Set, the response is not).
 func (r *registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	r.WritePrometheus(buf)
 	w.Header().Set("Content-Type", ContentType)
-	w.Write(buf.Bytes())
-	if buf.Cap() <= 1<<20 {
-		bufPool.Put(buf)
-	}
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(w)
+	r.WritePrometheus(bw)
+	bw.Flush()
+	bw.Reset(nil)
+	writerPool.Put(bw)
 }
 
 // escapeHelp escapes a HELP text: backslash and newline.

@@ -18,7 +18,16 @@ import (
 	"time"
 )
 
-// sidecarBinary returns PICOMETER_BIN_DIR/picometer-sidecar, or builds it.
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+	out  []byte
+}
+
+// sidecarBinary returns PICOMETER_BIN_DIR/picometer-sidecar, or builds it
+// once per test run.
 func sidecarBinary(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv("PICOMETER_BIN_DIR"); dir != "" {
@@ -31,14 +40,28 @@ func sidecarBinary(t *testing.T) string {
 		}
 		return p
 	}
-	p := filepath.Join(t.TempDir(), "picometer-sidecar")
-	cmd := exec.Command("go", "build", "-o", p, "./cmd/picometer-sidecar")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // the sidecar needs no cgo; a static binary maps no libc
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "picometer-sidecar-test")
+		if built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "picometer-sidecar")
+		cmd := exec.Command("go", "build", "-o", built.path, "./cmd/picometer-sidecar")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // the sidecar needs no cgo; a static binary maps no libc
+		built.out, built.err = cmd.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
-	return p
+	return built.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // procStatus reads VmRSS, VmHWM, RssAnon and RssFile (kB) of a process.
@@ -156,5 +179,62 @@ func TestLiveRSS(t *testing.T) {
 				t.Fatalf("peak RSS %.1f MiB is more than statsd_exporter's 22 MiB", float64(hwm)/1024)
 			}
 		})
+	}
+}
+
+// TestBinaryFlags runs the built binary: --check-config on good and bad
+// files and environment, flags over the file, and a second sidecar refused
+// on a live socket.
+func TestBinaryFlags(t *testing.T) {
+	bin := sidecarBinary(t)
+	run := func(env []string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=", "OTEL_EXPORTER_OTLP_PROTOCOL=")
+		cmd.Env = append(cmd.Env, env...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), code
+	}
+	good := filepath.Join(configDir, "good.toml")
+	out, _, code := run(nil, "--config", good, "--check-config", "--listen", "127.0.0.1:1234")
+	if code != 0 || !strings.Contains(out, "configuration ok") || !strings.Contains(out, "listen           127.0.0.1:1234") ||
+		!strings.Contains(out, "otlp             grpc https://otel.example:4318/v1/metrics every 15s") {
+		t.Fatalf("--check-config good.toml: exit %d\n%s", code, out)
+	}
+	out, _, code = run(nil, "--check-config")
+	if code != 0 || !strings.Contains(out, "socket           /tmp/picometer.sock (mode 0660)") || !strings.Contains(out, "otlp             off") {
+		t.Fatalf("--check-config defaults: exit %d\n%s", code, out)
+	}
+	bad := filepath.Join(configDir, "bad_unknown_key.toml")
+	_, stderr, code := run(nil, "--config", bad, "--check-config")
+	if want := "picometer-sidecar: " + bad + `: unknown key "otlp.endpiont"` + "\n"; code != 1 || stderr != want {
+		t.Fatalf("bad config: exit %d, stderr %q, want %q", code, stderr, want)
+	}
+	_, stderr, code = run([]string{"OTEL_EXPORTER_OTLP_PROTOCOL=http/json"}, "--check-config")
+	if want := `picometer-sidecar: OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" is not one of http/protobuf, grpc` + "\n"; code != 1 || stderr != want {
+		t.Fatalf("bad environment: exit %d, stderr %q", code, stderr)
+	}
+	out, _, code = run([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318", "OTEL_METRIC_EXPORT_INTERVAL=10000"}, "--check-config")
+	if code != 0 || !strings.Contains(out, "otlp             http/protobuf (from OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT) every 10s") {
+		t.Fatalf("--check-config with OTEL_* variables: exit %d\n%s", code, out)
+	}
+
+	// A second sidecar on a live socket is refused with a clear error.
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := ListenSocket(sock, 0o660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, stderr, code = run(nil, "--socket", sock, "--listen", freePort(t))
+	if code != 1 || !strings.Contains(stderr, "another process is listening on it") {
+		t.Fatalf("second sidecar: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -1,0 +1,60 @@
+// Package sidecar is picometer-sidecar: it reads the NDJSON metric events
+// that picometerd daemons write to a unix socket and exports them, with the
+// names, units, labels and buckets of package schema, as Prometheus text on
+// /metrics (github.com/VictoriaMetrics/metrics) and over OTLP (the
+// OpenTelemetry Go SDK).
+//
+// One file per concern: config.go (TOML, flags, OTEL_* variables),
+// socket.go (listener, line limit, per-connection reader), decode.go (bytes
+// to a validated event), aggregate.go (per-daemon state and series),
+// prom.go (exposition), otlp.go (producer, exporters, resource), self.go
+// (self-metrics) and sidecar.go (wiring); cmd/picometer-sidecar is main.
+//
+// # Input
+//
+// Every connection starts with a hello (boot id, model, engine, version,
+// engine configuration). A rejected line is counted in
+// picometer_sidecar_decode_errors_total by its reason and skipped;
+// unsupported_version and line_too_long also close the connection.
+// Out-of-set label values are rejected (invalid_field), never new series.
+//
+// # Series and exactness
+//
+// Series carry the hello's model and engine (a target); daemons sharing both
+// add up. Request events are observed as they come: TTFT, time per output
+// token ((last−first)/(completion−1), two tokens or more), request duration
+// (with error.type for errors and aborts; an abort without one is "_OTHER"),
+// one ITL observation per gap, queue, prefill and decode phases; prompt and
+// generation token counters; prompt and generation length histograms for
+// requests that reached the engine (admitted); finished requests by finish
+// reason, failed ones by error type.
+//
+// Engine snapshots are cumulative per boot. An exported engine counter is
+// the sum over the target's boots of their latest cumulative values, plus
+// the totals of boots it forgot: monotonic across restarts and, for one
+// boot, equal to the daemon's number bit for bit. A snapshot whose counter
+// is below its boot's previous one is rejected whole (invalid_field).
+// picometer.spec_decode.drafts is draft_count[0]: every draft proposes a
+// token at position 0, so the drafts are the position-0 draft tokens.
+// events_dropped and steps_dropped feed the daemon drop counter with reasons
+// queue_full and step_ring. Step records feed the step histograms by phase.
+//
+// Gauges (running, waiting, slots: summed; KV-cache usage: a single boot's
+// value, else used over total blocks) and engine_info follow the connected
+// boots, or the last reporting one when none is connected. Sequence gaps
+// count as lost events; a repeated or older seq is stale_seq; the first event
+// the sidecar sees of a boot sets the baseline. When a target's last
+// connection closes, its series stay until expire_after, then disappear
+// from both outputs.
+//
+// # Outputs
+//
+// /metrics writes, per schema family in schema order, "# HELP" with the
+// schema's help, "# TYPE", then that family's metrics.Set ("le"
+// histograms with the schema bounds), with Content-Type
+// text/plain; version=0.0.4. OTLP does not record a second time: an
+// sdk/metric Producer reads the same counters and gauges, and histogram
+// shadows fed by the same observations (kept only when OTLP is on), so both
+// outputs carry the same numbers; points are cumulative with the schema's
+// explicit bounds. Export failures are counted and logged, never fatal.
+package sidecar
