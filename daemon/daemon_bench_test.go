@@ -167,12 +167,15 @@ func BenchmarkEmitter(b *testing.B) {
 			body := benchBody(false)
 			load(b, on.url, body, false, benchClients)
 			load(b, off.url, body, false, benchClients)
-			const round = 4 * benchClients
+			// One wave of requests per side per round, alternating which side
+			// goes first; at least minRounds rounds, so a slow model still
+			// alternates often enough for the noise to average out.
+			const round, minRounds = benchClients, 8
 			var tOn, tOff time.Duration
 			var nOn, nOff int
 			b.ResetTimer()
-			for done, r := 0, 0; done < b.N; r++ {
-				n := min(round, b.N-done)
+			for done, r := 0, 0; done < b.N || r < minRounds; r++ {
+				n := round
 				first, second := on, off
 				if r%2 == 1 {
 					first, second = off, on

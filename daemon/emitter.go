@@ -25,6 +25,13 @@ const (
 	maxQueuedSteps = 1 << 16 // about 2.5 MiB of step records
 )
 
+// The writer batches: it waits up to lingerTime after the first event of a
+// batch, unless lingerEvents are already queued.
+const (
+	lingerTime   = time.Millisecond
+	lingerEvents = 64
+)
+
 // maxBatchBytes is how much the writer encodes before one socket write.
 const maxBatchBytes = 64 << 10
 
@@ -204,7 +211,23 @@ func (e *Emitter) run() {
 			}
 			backoff = e.cfg.BackoffMin
 		}
+		e.linger()
 		e.writeBatch(ev)
+	}
+}
+
+// linger gives producers up to lingerTime to queue more events before a
+// write, unless the queue already holds a batch or the emitter is closing:
+// under load, one write and one wake-up of the sidecar carry many events.
+func (e *Emitter) linger() {
+	if len(e.q) >= lingerEvents || e.pastDeadlineSet() {
+		return
+	}
+	t := time.NewTimer(lingerTime)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.closing:
 	}
 }
 
