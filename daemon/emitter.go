@@ -220,7 +220,7 @@ func (e *Emitter) run() {
 // write, unless the queue already holds a batch or the emitter is closing:
 // under load, one write and one wake-up of the sidecar carry many events.
 func (e *Emitter) linger() {
-	if len(e.q) >= lingerEvents || e.pastDeadlineSet() {
+	if len(e.q) >= lingerEvents || e.isClosing() {
 		return
 	}
 	t := time.NewTimer(lingerTime)
@@ -278,7 +278,7 @@ func (e *Emitter) connect() error {
 
 func (e *Emitter) write(conn net.Conn) error {
 	deadline := time.Now().Add(e.cfg.WriteTimeout)
-	if e.pastDeadlineSet() {
+	if e.isClosing() {
 		deadline = time.Unix(0, min(deadline.UnixNano(), e.deadline.Load()))
 	}
 	if err := conn.SetWriteDeadline(deadline); err != nil {
@@ -288,7 +288,7 @@ func (e *Emitter) write(conn net.Conn) error {
 	return err
 }
 
-func (e *Emitter) pastDeadlineSet() bool {
+func (e *Emitter) isClosing() bool {
 	select {
 	case <-e.closing:
 		return true
