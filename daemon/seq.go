@@ -20,7 +20,6 @@ type seq struct {
 	prompt   []int32
 	params   native.Params
 	deadline int64 // clock reading at which the loop aborts the request
-	stops    []string
 
 	submitted chan *apiError // the loop's answer to the submission (buffered)
 	notify    chan struct{}  // cap 1: new output or completion

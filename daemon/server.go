@@ -351,7 +351,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		return
 	}
 	s := newSeq()
-	s.id, s.op, s.stream, s.prompt, s.stops = id, op, r.Stream, r.Prompt, r.Stop
+	s.id, s.op, s.stream, s.prompt = id, op, r.Stream, r.Prompt
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival}
