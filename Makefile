@@ -24,7 +24,8 @@ help: ## list targets
 build: ## build picometerd and picometer-sidecar into bin/
 	@mkdir -p $(BIN)
 ifneq ($(CMDS),)
-	$(GO) build -o $(BIN)/ $(addprefix ./,$(CMDS))
+	$(GO) build -o $(BIN)/ ./daemon/cmd/picometerd
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar  # no libc mapped: ~1.7 MiB less RSS
 else
 	@echo "build: daemon and sidecar are not built yet (no daemon/cmd or sidecar/cmd)"
 endif

@@ -99,6 +99,8 @@ func (b *HelloBody) validate() error {
 		return invalid("model: missing")
 	case b.Engine == "":
 		return invalid("engine: missing")
+	case b.Daemon == "":
+		return invalid("daemon: missing")
 	case b.Config.BMax < 1 || b.Config.BMax > MaxBatch:
 		return invalid("config.b_max: %d not in 1..%d", b.Config.BMax, MaxBatch)
 	case b.Config.SpecK < 0 || b.Config.SpecK > MaxSpecK:
@@ -137,6 +139,9 @@ func (b *RequestBody) validate() error {
 		if t.v < -1 || t.v > b.FinishUS {
 			return invalid("%s: %d not in -1..finish_us (%d)", t.name, t.v, b.FinishUS)
 		}
+	}
+	if b.AdmittedUS >= 0 && b.FirstTokenUS >= 0 && b.FirstTokenUS < b.AdmittedUS {
+		return invalid("first_token_us: %d before admitted_us %d", b.FirstTokenUS, b.AdmittedUS)
 	}
 	if b.FirstTokenUS >= 0 && b.LastTokenUS < b.FirstTokenUS {
 		return invalid("last_token_us: %d before first_token_us %d", b.LastTokenUS, b.FirstTokenUS)
