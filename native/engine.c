@@ -29,9 +29,21 @@
 #include "kernels.h"
 
 /* n-gram lookup: the longest suffix of the context (at most NGRAM_MAX tokens,
- * at least NGRAM_MIN) that occurred before; the tokens after it are the draft. */
+ * at least NGRAM_MIN) that occurred before; the tokens after it are the draft.
+ * With byte tokens a 1-token match predicts little: on the default model
+ * ~1-2% of such drafts were accepted. */
 #define NGRAM_MAX 8
-#define NGRAM_MIN 1
+#define NGRAM_MIN 2
+
+/*
+ * A request whose draft was rejected outright skips its next 2^f - 1
+ * lookups (f failures in a row, at most SPEC_BACKOFF_MAX); any accepted
+ * draft token resets it. Text the model copies from its context keeps
+ * drafting every step; text it does not copy stops paying for verify rows
+ * that are rejected. On the random default model (which never copies) the
+ * two rules took speculation from 8-22% slower than none to within 1-3%.
+ */
+#define SPEC_BACKOFF_MAX 63
 
 /*
  * Draft rows share a budget: a verify forward holds at most
@@ -60,6 +72,8 @@ typedef struct {
 	int64_t *emit; /* [ctx] end time of every emitting step */
 	pm_request_stats st;
 	uint64_t rng[4]; /* xoshiro256** state, seeded from p.seed */
+	int32_t spec_skip;  /* decode steps left without a draft lookup */
+	int32_t spec_fails; /* drafts in a row with nothing accepted */
 } req;
 
 /* One slot of the batch. */
@@ -899,8 +913,13 @@ static void run_decode(pm_engine *e)
 	int drafted = 0;
 	for (int i = 0; i < ns; i++) {
 		slot *s = &e->slots[e->order[i]];
+		req *r = &e->reqs[s->req];
 		s->match = 0;
-		s->n_draft = e->cfg.spec_k > 0 ? lookup(e, &e->reqs[s->req], s->draft, &s->match) : 0;
+		s->n_draft = 0;
+		if (e->cfg.spec_k > 0 && r->spec_skip > 0)
+			r->spec_skip--;
+		else if (e->cfg.spec_k > 0)
+			s->n_draft = lookup(e, r, s->draft, &s->match);
 		drafted += s->n_draft;
 	}
 	if (drafted > SPEC_ROWS - ns)
@@ -963,6 +982,12 @@ static void run_decode(pm_engine *e)
 		r->st.decode_tokens += s->n_emitted;
 		r->st.draft_tokens += s->n_draft;
 		r->st.accepted_tokens += accepted;
+		if (s->n_draft > 0 && accepted == 0) {
+			r->spec_fails++;
+			r->spec_skip = r->spec_fails >= 6 ? SPEC_BACKOFF_MAX : (1 << r->spec_fails) - 1;
+		} else if (accepted > 0) {
+			r->spec_fails = 0;
+		}
 		if (metrics)
 			for (int d = 0; d < s->n_draft; d++) {
 				e->met.draft_count[d]++;

@@ -722,6 +722,123 @@ static void test_errors(const test_model *t)
 	pm_engine_free(e);
 }
 
+/*
+ * A handcrafted "counter" model: one-hot embeddings, attention and FFN
+ * weights zero, and an output matrix that maps token t to t+1 (mod 256), so
+ * greedy decoding counts up from the last token whatever the context. With
+ * it, n-gram drafts are right or wrong by construction of the prompt.
+ */
+static void make_counter_model(test_model *t)
+{
+	int dim = 264, vocab = 264;
+	make_model(t, dim, 1, 2, 1, 8, vocab, 512, 1);
+	pm_model *m = &t->m;
+	float *w = (float *)m->tok_embd;
+	memset(w, 0, sizeof(float) * vocab * dim);
+	for (int i = 0; i < vocab; i++)
+		w[(size_t)i * dim + i] = 1;
+	pm_layer *L = &m->layers[0];
+	float *zero[] = {(float *)L->wq, (float *)L->wk, (float *)L->wv, (float *)L->wo,
+			 (float *)L->w_gate, (float *)L->w_up, (float *)L->w_down};
+	size_t sizes[] = {(size_t)dim * dim, (size_t)132 * dim, (size_t)132 * dim, (size_t)dim * dim,
+			  (size_t)8 * dim, (size_t)8 * dim, (size_t)dim * 8};
+	for (int i = 0; i < 7; i++)
+		memset(zero[i], 0, sizeof(float) * sizes[i]);
+	float *norms[] = {(float *)L->attn_norm, (float *)L->ffn_norm, (float *)m->out_norm};
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < dim; j++)
+			norms[i][j] = 1;
+	float *out = (float *)m->output;
+	memset(out, 0, sizeof(float) * vocab * dim);
+	for (int t = 0; t < vocab; t++)
+		out[(size_t)((t + 1) % 256) * dim + t] = 1;
+}
+
+/* Runs one request on a b_max 1 engine with spec_k 4 and checks it counts
+ * up from the prompt's last token. */
+static pm_engine *counter_run(const test_model *t, const int32_t *prompt, int n, int max_tokens,
+			      job *j)
+{
+	pm_engine_config c;
+	pm_engine_config_default(&c);
+	c.b_max = 1;
+	c.spec_k = 4;
+	pm_engine *e = new_engine(&t->m, &c);
+	if (!e)
+		return NULL;
+	memset(j, 0, sizeof *j);
+	memcpy(j->prompt, prompt, sizeof(int32_t) * n);
+	j->n_prompt = n;
+	j->p.max_tokens = max_tokens;
+	run_jobs(e, j, 1, 0);
+	for (int i = 0; i < j->n_out; i++)
+		CHECK(j->out[i] == (prompt[n - 1] + 1 + i) % 256, "counter output[%d] = %d, want %d", i,
+		      j->out[i], (prompt[n - 1] + 1 + i) % 256);
+	CHECK(j->n_out == max_tokens, "%d tokens, want %d", j->n_out, max_tokens);
+	return e;
+}
+
+/* Drafts that are always right: every verify step emits k+1 tokens. */
+static void test_spec_accept(const test_model *t)
+{
+	int32_t prompt[96];
+	int n = 0;
+	for (int v = 9; v <= 60; v++) /* 9 10 ... 60, then 7 8: the model continues 9 10 11 ... */
+		prompt[n++] = v;
+	prompt[n++] = 7;
+	prompt[n++] = 8;
+	job j;
+	pm_engine *e = counter_run(t, prompt, n, 41, &j);
+	if (!e)
+		return;
+	const pm_engine_metrics *m = pm_engine_metrics_get(e);
+	/* 41 tokens: 9 from the prefill, 10 from a plain decode ("8 9" never
+	 * occurred), then 8 verify steps: 7 draft 4 and emit 5 (11..45), and
+	 * the last drafts 3 (max_tokens leaves room for 4 tokens) and emits 46..49 */
+	CHECK(j.st.draft_tokens == 31 && j.st.accepted_tokens == 31,
+	      "drafted %d accepted %d, want 31 and 31", j.st.draft_tokens, j.st.accepted_tokens);
+	for (int i = 0; i < 4; i++) {
+		int64_t want = i < 3 ? 8 : 7;
+		CHECK(m->draft_count[i] == want && m->accept_count[i] == want,
+		      "position %d: drafted %lld accepted %lld, want %lld", i,
+		      (long long)m->draft_count[i], (long long)m->accept_count[i], (long long)want);
+	}
+	CHECK(j.st.n_emit == 10 && j.st.decode_tokens == 40, "emitting steps %d, decode tokens %d",
+	      j.st.n_emit, j.st.decode_tokens);
+	/* TimeCost discards each batch size's first step: 8 verify steps count
+	 * 7, the one plain decode step counts 0 */
+	CHECK(m->verify_by_bs[1].count == 7 && m->decode_by_bs[1].count == 0,
+	      "verify steps %lld (+1 warm-up), decode steps %lld (+1 warm-up)",
+	      (long long)m->verify_by_bs[1].count, (long long)m->decode_by_bs[1].count);
+	pm_engine_free(e);
+}
+
+/* Drafts that are always wrong: the output is unchanged (rejected positions
+ * are rolled back) and the request backs off instead of drafting every step. */
+static void test_spec_reject_backoff(const test_model *t)
+{
+	int32_t prompt[96];
+	int n = 0;
+	for (int a = 100; a < 130; a++) { /* a a+1 250: "a a+1" predicts 250, the model says a+2 */
+		prompt[n++] = a;
+		prompt[n++] = a + 1;
+		prompt[n++] = 250;
+	}
+	prompt[n++] = 99;
+	job j;
+	pm_engine *e = counter_run(t, prompt, n, 60, &j);
+	if (!e)
+		return;
+	const pm_engine_metrics *m = pm_engine_metrics_get(e);
+	/* without backoff every one of ~30 decode steps up to 130 would draft;
+	 * with it: fail, skip 1, fail, skip 3, fail, skip 7, fail, skip 15, ... */
+	CHECK(j.st.accepted_tokens == 0 && m->draft_count[0] >= 3 && m->draft_count[0] <= 5,
+	      "drafts %lld, accepted %d: want 3..5 rejected drafts", (long long)m->draft_count[0],
+	      j.st.accepted_tokens);
+	CHECK(m->kv_blocks_used == 0, "blocks leaked: %d", m->kv_blocks_used);
+	pm_engine_free(e);
+}
+
 /* The tiny GGUF model through pm_engine_open: loads, serves, and a missing
  * file's loader message comes through verbatim. */
 static void test_open_tiny(void)
@@ -784,6 +901,12 @@ int main(int argc, char **argv)
 	test_no_malloc_in_step(&tm, 1);
 	test_no_malloc_in_step(&tm, 2);
 	test_errors(&tm);
+	printf("speculation on a counting model\n");
+	test_model cm;
+	make_counter_model(&cm);
+	test_spec_accept(&cm);
+	test_spec_reject_backoff(&cm);
+	free_model(&cm);
 	printf("the tiny GGUF model\n");
 	test_open_tiny();
 	free_model(&tm);
