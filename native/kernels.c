@@ -224,6 +224,41 @@ AVX2_INLINE void mm_2x4(float *o0, float *o1, const float *x0, const float *x1, 
 	_mm_storeu_ps(o1, hsum4(a10, a11, a12, a13));
 }
 
+AVX2_INLINE void mm_3x4(float *o0, float *o1, float *o2, const float *x0, const float *x1,
+			const float *x2, const float *w0, int k, const float *pf, int npf)
+{
+	const float *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+	__m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+	__m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8) {
+		__m256 v0 = _mm256_loadu_ps(w0 + i), v1 = _mm256_loadu_ps(w1 + i);
+		__m256 v2 = _mm256_loadu_ps(w2 + i), v3 = _mm256_loadu_ps(w3 + i);
+		__m256 u = _mm256_loadu_ps(x0 + i);
+		PREFETCH(pf, npf, k, i);
+		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
+		u = _mm256_loadu_ps(x1 + i);
+		FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
+		u = _mm256_loadu_ps(x2 + i);
+		FMA(u, v0, a20), FMA(u, v1, a21), FMA(u, v2, a22), FMA(u, v3, a23);
+	}
+	if (k & 7) {
+		__m256i mk = tail_mask(k & 7);
+		__m256 v0 = _mm256_maskload_ps(w0 + kv, mk), v1 = _mm256_maskload_ps(w1 + kv, mk);
+		__m256 v2 = _mm256_maskload_ps(w2 + kv, mk), v3 = _mm256_maskload_ps(w3 + kv, mk);
+		__m256 u = _mm256_maskload_ps(x0 + kv, mk);
+		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
+		u = _mm256_maskload_ps(x1 + kv, mk);
+		FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
+		u = _mm256_maskload_ps(x2 + kv, mk);
+		FMA(u, v0, a20), FMA(u, v1, a21), FMA(u, v2, a22), FMA(u, v3, a23);
+	}
+	_mm_storeu_ps(o0, hsum4(a00, a01, a02, a03));
+	_mm_storeu_ps(o1, hsum4(a10, a11, a12, a13));
+	_mm_storeu_ps(o2, hsum4(a20, a21, a22, a23));
+}
+
 AVX2_INLINE void mm_1x4(float *o0, const float *x0, const float *w0, int k, const float *pf,
 			int npf)
 {
@@ -249,23 +284,48 @@ AVX2_INLINE void mm_1x4(float *o0, const float *x0, const float *w0, int k, cons
 	_mm_storeu_ps(o0, hsum4(a00, a01, a02, a03));
 }
 
+/*
+ * Rows per pass over a weight tile. Passes of 2 rows, except that batches
+ * of 3 and 5 rows start with a 3-row pass. While the weight stream (not the
+ * FMA units) is the limit, a pass costs about the same for 1, 2 or 3 rows,
+ * so 3 = 3 beats 2+1 (-12%) and 5 = 3+2 beats 2+2+1 (-11%; a batch-1
+ * verify with k = 4). The 3-row kernel keeps 17 vectors live and spills, so
+ * where FMAs are the limit it runs at ~65 GFLOP/s against ~100 for 2 rows
+ * (6, 7, 8 and more rows lost 10-40% with it).
+ */
+static int pass_rows(int n, int left)
+{
+	if ((n == 3 || n == 5) && left >= 3)
+		return 3;
+	return left >= 2 ? 2 : 1;
+}
+
 static AVX2 void matmul_avx2(float *out, size_t ldo, const float *x, const float *w, int n, int k,
 			     int m0, int m1)
 {
-	int passes = (n + 1) / 2, m = m0;
+	int passes = 0;
+	for (int r = 0; r < n; r += pass_rows(n, n - r))
+		passes++;
+	int m = m0;
 	for (; m + 4 <= m1; m += 4) {
 		const float *wm = w + (size_t)m * k, *next = wm + (size_t)4 * k;
 		int nnext = m1 - (m + 4) < 4 ? m1 - (m + 4) : 4; /* rows of the next tile */
-		for (int r = 0, p = 0; r < n; r += 2, p++) {
+		for (int r = 0, p = 0; r < n; p++) {
 			/* pass p prefetches next-tile rows [a, b) */
 			int a = passes >= nnext ? (p < nnext ? p : nnext) : p * nnext / passes;
 			int b = passes >= nnext ? (p < nnext ? p + 1 : nnext) : (p + 1) * nnext / passes;
 			const float *pf = next + (size_t)a * k;
-			if (r + 2 <= n)
-				mm_2x4(out + (size_t)r * ldo + m, out + (size_t)(r + 1) * ldo + m,
-				       x + (size_t)r * k, x + (size_t)(r + 1) * k, wm, k, pf, b - a);
+			int rows = pass_rows(n, n - r);
+			float *o = out + (size_t)r * ldo + m;
+			const float *xr = x + (size_t)r * k;
+			if (rows == 3)
+				mm_3x4(o, o + ldo, o + 2 * ldo, xr, xr + k, xr + 2 * (size_t)k, wm, k, pf,
+				       b - a);
+			else if (rows == 2)
+				mm_2x4(o, o + ldo, xr, xr + k, wm, k, pf, b - a);
 			else
-				mm_1x4(out + (size_t)r * ldo + m, x + (size_t)r * k, wm, k, pf, b - a);
+				mm_1x4(o, xr, wm, k, pf, b - a);
+			r += rows;
 		}
 	}
 	for (; m < m1; m++)
@@ -309,19 +369,76 @@ static AVX2 void swiglu_avx2(float *g, const float *u, int n)
 	}
 }
 
-/* axpy8: o[0..hd) += p * v[0..hd) for the value accumulation of one position. */
-AVX2_INLINE void axpy_avx2(float *o, float p, const float *v, int hd)
+/*
+ * Attention, AVX2. Scores are tiles of 2 query heads x 4 keys (8 register
+ * accumulators, the keys anywhere in the paged cache); values accumulate 2
+ * heads x 32 floats in registers across all positions. Every score and
+ * every output element sees the same operation sequence as a plain dot
+ * product or axpy in position order, so the tiling never changes a result.
+ */
+AVX2_INLINE void qk_tile(float *s0, float *s1, const float *q0, const float *q1,
+			 const float *const *k, int hd)
 {
-	__m256 vp = _mm256_set1_ps(p);
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+	__m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
 	int nv = hd & ~7;
-	for (int i = 0; i < nv; i += 8)
-		_mm256_storeu_ps(o + i,
-				 _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+	for (int i = 0; i < nv; i += 8) {
+		__m256 v0 = _mm256_loadu_ps(k[0] + i), v1 = _mm256_loadu_ps(k[1] + i);
+		__m256 v2 = _mm256_loadu_ps(k[2] + i), v3 = _mm256_loadu_ps(k[3] + i);
+		__m256 u = _mm256_loadu_ps(q0 + i);
+		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
+		u = _mm256_loadu_ps(q1 + i);
+		FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
+	}
 	if (hd & 7) {
 		__m256i mk = tail_mask(hd & 7);
-		__m256 r = _mm256_fmadd_ps(vp, _mm256_maskload_ps(v + nv, mk),
-					   _mm256_maskload_ps(o + nv, mk));
-		_mm256_maskstore_ps(o + nv, mk, r);
+		__m256 v0 = _mm256_maskload_ps(k[0] + nv, mk), v1 = _mm256_maskload_ps(k[1] + nv, mk);
+		__m256 v2 = _mm256_maskload_ps(k[2] + nv, mk), v3 = _mm256_maskload_ps(k[3] + nv, mk);
+		__m256 u = _mm256_maskload_ps(q0 + nv, mk);
+		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
+		u = _mm256_maskload_ps(q1 + nv, mk);
+		FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
+	}
+	_mm_storeu_ps(s0, hsum4(a00, a01, a02, a03));
+	_mm_storeu_ps(s1, hsum4(a10, a11, a12, a13));
+}
+
+/* o_h[c..c+w) = sum_t p_h[t] v_t[c..c+w) for heads h0 (and h1 when p1 is
+ * set), w <= 32 floats: four vectors per head in registers, the last one
+ * masked when w is not a multiple of 8. */
+AVX2_INLINE void pv_chunk(float *o0, float *o1, const float *p0, const float *p1,
+			  const float *vbase, const int32_t *table, int bs, size_t stride, int n,
+			  int c, int w)
+{
+	__m256 z = _mm256_setzero_ps();
+	__m256 a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
+	int nv = (w + 7) / 8;
+	__m256i m[4];
+	for (int i = 0; i < 4; i++) {
+		int left = w - 8 * i;
+		m[i] = tail_mask(left >= 8 ? 8 : left > 0 ? left : 0);
+	}
+	for (int t = 0, b = 0; t < n; b++) {
+		size_t blk = (size_t)table[b] * (size_t)bs;
+		for (int o = 0; o < bs && t < n; o++, t++) {
+			const float *v = vbase + (blk + (size_t)o) * stride + c;
+			__m256 x0 = _mm256_maskload_ps(v, m[0]);
+			__m256 x1 = nv > 1 ? _mm256_maskload_ps(v + 8, m[1]) : z;
+			__m256 x2 = nv > 2 ? _mm256_maskload_ps(v + 16, m[2]) : z;
+			__m256 x3 = nv > 3 ? _mm256_maskload_ps(v + 24, m[3]) : z;
+			__m256 q = _mm256_set1_ps(p0[t]);
+			FMA(q, x0, a0), FMA(q, x1, a1), FMA(q, x2, a2), FMA(q, x3, a3);
+			if (p1) {
+				q = _mm256_set1_ps(p1[t]);
+				FMA(q, x0, b0), FMA(q, x1, b1), FMA(q, x2, b2), FMA(q, x3, b3);
+			}
+		}
+	}
+	__m256 acc[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
+	for (int i = 0; i < nv; i++) {
+		_mm256_maskstore_ps(o0 + c + 8 * i, m[i], acc[i]);
+		if (p1)
+			_mm256_maskstore_ps(o1 + c + 8 * i, m[i], acc[4 + i]);
 	}
 }
 
@@ -329,14 +446,38 @@ static AVX2 void attend_avx2(float *out, const float *q, int g, int hd, const fl
 			     const float *vbase, const int32_t *table, int bs, size_t stride, int n,
 			     float scale, float *scratch)
 {
+	/* scores[h][t] = q_h . k_t * scale, in tiles of 2 heads x 4 keys */
+	const float *kp[4];
+	int nk = 0, t0 = 0;
 	for (int t = 0, b = 0; t < n; b++) {
 		size_t blk = (size_t)table[b] * (size_t)bs;
 		for (int o = 0; o < bs && t < n; o++, t++) {
-			const float *kr = kbase + (blk + (size_t)o) * stride;
-			for (int h = 0; h < g; h++)
-				scratch[(size_t)h * n + t] = dot_avx2(q + (size_t)h * hd, kr, hd) * scale;
+			kp[nk++] = kbase + (blk + (size_t)o) * stride;
+			if (nk < 4 && t + 1 < n)
+				continue;
+			for (int h = 0; h < g; h += 2) {
+				const float *q0 = q + (size_t)h * hd;
+				const float *q1 = h + 1 < g ? q0 + hd : q0;
+				float r0[4], r1[4];
+				if (nk == 4) {
+					qk_tile(r0, r1, q0, q1, kp, hd);
+				} else {
+					for (int i = 0; i < nk; i++) {
+						r0[i] = dot_avx2(q0, kp[i], hd);
+						r1[i] = dot_avx2(q1, kp[i], hd);
+					}
+				}
+				for (int i = 0; i < nk; i++) {
+					scratch[(size_t)h * n + t0 + i] = r0[i] * scale;
+					if (h + 1 < g)
+						scratch[(size_t)(h + 1) * n + t0 + i] = r1[i] * scale;
+				}
+			}
+			t0 += nk;
+			nk = 0;
 		}
 	}
+	/* softmax per head; probabilities stay in scratch */
 	int nv = n & ~7;
 	for (int h = 0; h < g; h++) {
 		float *s = scratch + (size_t)h * n;
@@ -356,14 +497,20 @@ static AVX2 void attend_avx2(float *out, const float *q, int g, int hd, const fl
 			_mm256_maskstore_ps(s + nv, mk, e);
 			acc = _mm256_add_ps(acc, e);
 		}
-		float inv = 1.0f / hsum1(acc);
-		float *oh = out + (size_t)h * hd;
-		memset(oh, 0, (size_t)hd * sizeof(float));
-		for (int t = 0, b = 0; t < n; b++) {
-			size_t blk = (size_t)table[b] * (size_t)bs;
-			for (int o = 0; o < bs && t < n; o++, t++)
-				axpy_avx2(oh, s[t] * inv, vbase + (blk + (size_t)o) * stride, hd);
+		__m256 inv = _mm256_set1_ps(1.0f / hsum1(acc));
+		for (int t = 0; t < nv; t += 8)
+			_mm256_storeu_ps(s + t, _mm256_mul_ps(_mm256_loadu_ps(s + t), inv));
+		if (n & 7) {
+			__m256i mk = tail_mask(n & 7);
+			_mm256_maskstore_ps(s + nv, mk, _mm256_mul_ps(_mm256_maskload_ps(s + nv, mk), inv));
 		}
+	}
+	/* out_h = sum_t p_h[t] v_t, two heads and 32 floats at a time */
+	for (int h = 0; h < g; h += 2) {
+		const float *p0 = scratch + (size_t)h * n, *p1 = h + 1 < g ? p0 + n : NULL;
+		float *o0 = out + (size_t)h * hd, *o1 = o0 + hd;
+		for (int c = 0; c < hd; c += 32)
+			pv_chunk(o0, o1, p0, p1, vbase, table, bs, stride, n, c, hd - c < 32 ? hd - c : 32);
 	}
 }
 
