@@ -1539,19 +1539,28 @@ const char *pm_engine_errmsg(const pm_engine *e)
 	return e ? e->err : "no engine";
 }
 
-const pm_model *pm_engine_model(const pm_engine *e)
+int pm_engine_model(const pm_engine *e, const pm_model **m)
 {
-	return e->m;
+	if (!e || !m)
+		return PM_ERR_ARG;
+	*m = e->m;
+	return PM_OK;
 }
 
-void pm_engine_get_config(const pm_engine *e, pm_engine_config *c)
+int pm_engine_get_config(const pm_engine *e, pm_engine_config *c)
 {
+	if (!e || !c)
+		return PM_ERR_ARG;
 	*c = e->cfg;
+	return PM_OK;
 }
 
-const char *pm_engine_kernel_name(const pm_engine *e)
+int pm_engine_kernel_name(const pm_engine *e, const char **name)
 {
-	return e->k->name;
+	if (!e || !name)
+		return PM_ERR_ARG;
+	*name = e->k->name;
+	return PM_OK;
 }
 
 static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
@@ -1685,24 +1694,32 @@ int pm_engine_cancel(pm_engine *e, uint64_t id, const pm_request_stats **stats)
 	return PM_OK;
 }
 
-void pm_engine_load(const pm_engine *e, int32_t *running, int32_t *waiting)
+int pm_engine_load(const pm_engine *e, int32_t *running, int32_t *waiting)
 {
+	if (!e || !running || !waiting)
+		return PM_ERR_ARG;
 	*running = e->n_running;
 	*waiting = e->n_waiting;
+	return PM_OK;
 }
 
-const pm_engine_metrics *pm_engine_metrics_get(pm_engine *e)
+int pm_engine_get_metrics(pm_engine *e, const pm_engine_metrics **m)
 {
+	if (!e || !m)
+		return PM_ERR_ARG;
 	e->met.running = e->n_running;
 	e->met.waiting = e->n_waiting;
 	e->met.slots = e->cfg.b_max;
 	e->met.kv_blocks_total = e->n_blocks;
 	e->met.kv_blocks_used = e->n_blocks - e->n_free;
-	return &e->met;
+	*m = &e->met;
+	return PM_OK;
 }
 
-void pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t *n)
+int pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t *n)
 {
+	if (!e || !n || (cap > 0 && !dst))
+		return PM_ERR_ARG;
 	int k = e->ring_n < cap ? e->ring_n : (cap > 0 ? cap : 0);
 	for (int i = 0; i < k; i++)
 		dst[i] = e->ring[(e->ring_head + i) % e->cfg.step_ring];
@@ -1710,6 +1727,7 @@ void pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_
 	e->ring_head = 0;
 	e->ring_n = 0;
 	*n = k;
+	return PM_OK;
 }
 
 int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logits)

@@ -4,8 +4,10 @@
  * An engine owns B_max slots that share one paged KV cache, a waiting queue,
  * scratch buffers and metrics, all allocated by pm_engine_open/create; the
  * step loop allocates nothing. Every function returns a status from model.h
- * (PM_OK = 0); on failure pm_engine_errmsg(e) says why. Nothing here exits or
- * aborts.
+ * (PM_OK = 0; PM_ERR_ARG for a NULL engine or out-parameter); on failure
+ * pm_engine_errmsg(e) says why. The exceptions cannot fail:
+ * pm_engine_config_default, pm_engine_free, pm_engine_errmsg and pm_now.
+ * Nothing here exits or aborts.
  *
  * Concurrency: one thread owns an engine; no two calls on the same engine
  * may run at once. Pointers the engine hands out (outputs, tokens, stats)
@@ -144,11 +146,15 @@ void pm_engine_free(pm_engine *e);
 /* pm_engine_errmsg is the message of the last failed call (NUL-terminated). */
 const char *pm_engine_errmsg(const pm_engine *e);
 
-const pm_model *pm_engine_model(const pm_engine *e);
-/* The effective configuration: defaults resolved, kv_blocks computed. */
-void pm_engine_get_config(const pm_engine *e, pm_engine_config *c);
-/* "avx2" or "portable". */
-const char *pm_engine_kernel_name(const pm_engine *e);
+/* pm_engine_model points *m at the engine's model. */
+int pm_engine_model(const pm_engine *e, const pm_model **m);
+
+/* pm_engine_get_config writes the effective configuration: defaults
+ * resolved, block_size capped at the context, kv_blocks computed. */
+int pm_engine_get_config(const pm_engine *e, pm_engine_config *c);
+
+/* pm_engine_kernel_name points *name at "avx2" or "portable". */
+int pm_engine_kernel_name(const pm_engine *e, const char **name);
 
 /*
  * pm_engine_submit copies prompt[0..n) and p, and admits the request into a
@@ -169,17 +175,18 @@ int pm_engine_step(pm_engine *e, const pm_output **outs, int32_t *n_out);
 int pm_engine_cancel(pm_engine *e, uint64_t id, const pm_request_stats **stats);
 
 /* pm_engine_load reports the requests in slots and waiting. */
-void pm_engine_load(const pm_engine *e, int32_t *running, int32_t *waiting);
+int pm_engine_load(const pm_engine *e, int32_t *running, int32_t *waiting);
 
-/* pm_engine_metrics fills the live gauges and returns the cumulative metrics. */
-const pm_engine_metrics *pm_engine_metrics_get(pm_engine *e);
+/* pm_engine_get_metrics fills the live gauges and points *m at the cumulative
+ * metrics (engine memory, updated by every later call). */
+int pm_engine_get_metrics(pm_engine *e, const pm_engine_metrics **m);
 
 /*
  * pm_engine_take_steps copies the step records since the previous call, oldest
  * first, into dst (at most cap; the ring holds at most step_ring) and empties
  * the ring. *n is the number copied.
  */
-void pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t *n);
+int pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t *n);
 
 /*
  * pm_engine_score runs tokens[0..n) through the model in one slot of an idle

@@ -17,6 +17,8 @@ package native
 #cgo nocallback pm_engine_load
 #cgo noescape pm_engine_take_steps
 #cgo nocallback pm_engine_take_steps
+#cgo noescape pm_engine_get_metrics
+#cgo nocallback pm_engine_get_metrics
 #cgo noescape pm_engine_score
 #cgo nocallback pm_engine_score
 */
@@ -86,8 +88,14 @@ func Open(path string, cfg Config) (*Engine, error) {
 	if rc := C.pm_engine_open(cpath, &cc, &ce, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
 		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
 	}
+	var model *C.pm_model
+	var kernel *C.char
+	if C.pm_engine_get_config(ce, &cc) != C.PM_OK || C.pm_engine_model(ce, &model) != C.PM_OK ||
+		C.pm_engine_kernel_name(ce, &kernel) != C.PM_OK {
+		C.pm_engine_free(ce)
+		return nil, &Error{Status: StatusInternal, Msg: "BUG: engine accessors failed on a new engine"}
+	}
 	e := &Engine{c: ce}
-	C.pm_engine_get_config(ce, &cc)
 	e.cfg = Config{
 		BMax:         int(cc.b_max),
 		SpecK:        int(cc.spec_k),
@@ -100,8 +108,8 @@ func Open(path string, cfg Config) (*Engine, error) {
 		NoMetrics:    cc.no_metrics != 0,
 		Kernel:       cfg.Kernel,
 	}
-	e.info = modelFile((*C.pm_model)(unsafe.Pointer(C.pm_engine_model(ce)))).Info
-	e.info.Kernel = C.GoString(C.pm_engine_kernel_name(ce))
+	e.info = modelFile(model).Info
+	e.info.Kernel = C.GoString(kernel)
 	e.outs = make([]Output, 0, e.cfg.BMax)
 	e.stats = make([]RequestStats, e.cfg.BMax)
 	e.steps = make([]C.pm_step_record, e.cfg.StepRing)
@@ -258,7 +266,9 @@ func (e *Engine) Load() (running, waiting int) {
 		return 0, 0
 	}
 	var r, w C.int32_t
-	C.pm_engine_load(e.c, &r, &w)
+	if C.pm_engine_load(e.c, &r, &w) != C.PM_OK {
+		return 0, 0
+	}
 	return int(r), int(w)
 }
 
@@ -279,7 +289,10 @@ func (e *Engine) Snapshot(dst *schema.EngineBody) {
 	if e.c == nil {
 		return
 	}
-	m := C.pm_engine_metrics_get(e.c)
+	var m *C.pm_engine_metrics
+	if C.pm_engine_get_metrics(e.c, &m) != C.PM_OK {
+		return
+	}
 	sec := func(ns C.int64_t) float64 { return float64(ns) / 1e9 }
 	dst.EnginePrefillTimeSum = sec(m.prefill_ns)
 	dst.EngineDecodeTimeSum = sec(m.decode_ns)
@@ -317,7 +330,9 @@ func (e *Engine) Snapshot(dst *schema.EngineBody) {
 	dst.DraftTimeByBatchSize = timeCosts(dst.DraftTimeByBatchSize, m.draft_by_bs[:e.cfg.BMax+1])
 	dst.VerifyTimeByBatchSize = timeCosts(dst.VerifyTimeByBatchSize, m.verify_by_bs[:e.cfg.BMax+1])
 	var n C.int32_t
-	C.pm_engine_take_steps(e.c, &e.steps[0], C.int32_t(len(e.steps)), &n)
+	if C.pm_engine_take_steps(e.c, &e.steps[0], C.int32_t(len(e.steps)), &n) != C.PM_OK {
+		n = 0
+	}
 	dst.Steps = dst.Steps[:0]
 	for _, r := range e.steps[:n] {
 		dst.Steps = append(dst.Steps, schema.StepRecord{

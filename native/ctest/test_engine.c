@@ -349,6 +349,21 @@ static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *lo
 	free(x), free(xb), free(q), free(att), free(kc), free(vc), free(h1), free(h2), free(sc);
 }
 
+static const char *kname(const pm_engine *e)
+{
+	const char *n = "?";
+	pm_engine_kernel_name(e, &n);
+	return n;
+}
+
+static const pm_engine_metrics *metrics(pm_engine *e)
+{
+	const pm_engine_metrics *m = NULL;
+	int rc = pm_engine_get_metrics(e, &m);
+	CHECK(rc == PM_OK && m, "pm_engine_get_metrics: %d", rc);
+	return m;
+}
+
 static pm_engine *new_engine(const pm_model *m, pm_engine_config *c)
 {
 	pm_engine *e = NULL;
@@ -380,7 +395,7 @@ static void test_forward_vs_naive(const test_model *t, int kernel)
 		worst = d > worst ? d : worst;
 	}
 	CHECK(worst < 2e-3f, "%s logits differ from the naive forward by %g",
-	      pm_engine_kernel_name(e), worst);
+	      kname(e), worst);
 	free(got), free(want);
 	pm_engine_free(e);
 }
@@ -493,7 +508,7 @@ static void test_batching(const test_model *t, int bmax, int spec_k, int repetit
 		drafted += batched[i].st.draft_tokens;
 		accepted += batched[i].st.accepted_tokens;
 	}
-	const pm_engine_metrics *m = pm_engine_metrics_get(e);
+	const pm_engine_metrics *m = metrics(e);
 	CHECK(m->running == 0 && m->waiting == 0 && m->kv_blocks_used == 0,
 	      "after all finished: running %d waiting %d blocks %d", m->running, m->waiting,
 	      m->kv_blocks_used);
@@ -534,7 +549,7 @@ static void test_preemption(const test_model *t)
 		batched[i].p.max_tokens = 60;
 	}
 	run_jobs(e, batched, N, 0);
-	const pm_engine_metrics *m = pm_engine_metrics_get(e);
+	const pm_engine_metrics *m = metrics(e);
 	CHECK(m->preemptions > 0, "no preemption happened");
 	int64_t per = 0;
 	for (int i = 0; i < N; i++) {
@@ -583,7 +598,7 @@ static void test_cancel(const test_model *t)
 	int32_t running, waiting;
 	pm_engine_load(e, &running, &waiting);
 	CHECK(running == 0 && waiting == 1, "after cancels: running %d waiting %d", running, waiting);
-	CHECK(pm_engine_metrics_get(e)->kv_blocks_used == 0, "blocks not freed");
+	CHECK(metrics(e)->kv_blocks_used == 0, "blocks not freed");
 	CHECK(pm_engine_cancel(e, w, &st) == PM_OK && st->admitted_ns == 0, "cancel waiting");
 	pm_engine_load(e, &running, &waiting);
 	CHECK(running == 0 && waiting == 0, "after all cancels: running %d waiting %d", running,
@@ -629,13 +644,16 @@ static void test_no_malloc_in_step(const test_model *t, int threads)
 	int32_t no;
 	pm_engine_step(e, &o, &no);
 	pm_engine_cancel(e, id, &st);
-	pm_engine_metrics_get(e);
+	metrics(e);
 	counting = 0;
 	CHECK(!counted || n_allocs == 0, "threads=%d: %ld allocations in submit/step/cancel", threads,
 	      n_allocs);
-	CHECK(pm_engine_metrics_get(e)->preemptions > 0, "expected preemptions in this run");
+	CHECK(metrics(e)->preemptions > 0, "expected preemptions in this run");
 	pm_engine_free(e);
 }
+
+static pm_engine *e2_unused;
+static char err_unused[64];
 
 static void test_errors(const test_model *t)
 {
@@ -719,6 +737,37 @@ static void test_errors(const test_model *t)
 	      "queue full: %d %s", rc, pm_engine_errmsg(e));
 	float logits[264];
 	CHECK(pm_engine_score(e, ok, 1, logits) == PM_ERR_STATE, "score on a busy engine");
+
+	/* NULL engines and out-parameters are rejected, never dereferenced */
+	const pm_output *o;
+	const pm_request_stats *st;
+	const pm_engine_metrics *m;
+	const pm_model *mp;
+	const char *name;
+	pm_engine_config cfg;
+	pm_step_record rec[4];
+	int32_t a, b;
+	int rcs[] = {
+		pm_engine_submit(NULL, ok, 3, &p, &id), pm_engine_submit(e, NULL, 3, &p, &id),
+		pm_engine_submit(e, ok, 3, NULL, &id), pm_engine_submit(e, ok, 3, &p, NULL),
+		pm_engine_step(NULL, &o, &a), pm_engine_step(e, NULL, &a), pm_engine_step(e, &o, NULL),
+		pm_engine_cancel(NULL, 1, &st), pm_engine_cancel(e, 1, NULL),
+		pm_engine_load(NULL, &a, &b), pm_engine_load(e, NULL, &b), pm_engine_load(e, &a, NULL),
+		pm_engine_get_metrics(NULL, &m), pm_engine_get_metrics(e, NULL),
+		pm_engine_take_steps(NULL, rec, 4, &a), pm_engine_take_steps(e, NULL, 4, &a),
+		pm_engine_take_steps(e, rec, 4, NULL), pm_engine_model(NULL, &mp),
+		pm_engine_model(e, NULL), pm_engine_kernel_name(NULL, &name),
+		pm_engine_kernel_name(e, NULL), pm_engine_get_config(NULL, &cfg),
+		pm_engine_get_config(e, NULL), pm_engine_score(NULL, ok, 1, logits),
+		pm_engine_score(e, NULL, 1, logits), pm_engine_score(e, ok, 1, NULL),
+		pm_engine_create(NULL, &cfg, &e2_unused, err_unused, sizeof err_unused),
+		pm_engine_create(&t->m, &cfg, NULL, err_unused, sizeof err_unused),
+		pm_engine_open(NULL, &cfg, &e2_unused, err_unused, sizeof err_unused),
+	};
+	for (size_t i = 0; i < sizeof rcs / sizeof rcs[0]; i++)
+		CHECK(rcs[i] == PM_ERR_ARG, "NULL argument case %zu: status %d", i, rcs[i]);
+	CHECK(strcmp(pm_engine_errmsg(NULL), "no engine") == 0, "errmsg(NULL)");
+	pm_engine_free(NULL);
 	pm_engine_free(e);
 }
 
@@ -791,7 +840,7 @@ static void test_spec_accept(const test_model *t)
 	pm_engine *e = counter_run(t, prompt, n, 41, &j);
 	if (!e)
 		return;
-	const pm_engine_metrics *m = pm_engine_metrics_get(e);
+	const pm_engine_metrics *m = metrics(e);
 	/* 41 tokens: 9 from the prefill, 10 from a plain decode ("8 9" never
 	 * occurred), then 8 verify steps: 7 draft 4 and emit 5 (11..45), and
 	 * the last drafts 3 (max_tokens leaves room for 4 tokens) and emits 46..49 */
@@ -829,7 +878,7 @@ static void test_spec_reject_backoff(const test_model *t)
 	pm_engine *e = counter_run(t, prompt, n, 60, &j);
 	if (!e)
 		return;
-	const pm_engine_metrics *m = pm_engine_metrics_get(e);
+	const pm_engine_metrics *m = metrics(e);
 	/* without backoff every one of ~30 decode steps up to 130 would draft;
 	 * with it: fail, skip 1, fail, skip 3, fail, skip 7, fail, skip 15, ... */
 	CHECK(j.st.accepted_tokens == 0 && m->draft_count[0] >= 3 && m->draft_count[0] <= 5,
@@ -857,7 +906,10 @@ static void test_open_tiny(void)
 	CHECK(rc == PM_OK && e != NULL, "open %s: %d %s", path, rc, err);
 	if (!e)
 		return;
-	const pm_model *m = pm_engine_model(e);
+	const pm_model *m = NULL;
+	CHECK(pm_engine_model(e, &m) == PM_OK && m, "pm_engine_model");
+	if (!m)
+		return;
 	CHECK(m->vocab == 264 && m->dim == 64 && m->ffn_dim == 172, "tiny model shape: vocab %d dim %d ffn %d",
 	      m->vocab, m->dim, m->ffn_dim);
 	job j;
