@@ -11,12 +11,17 @@
  * from a prefill, decode or verify row.
  *
  * Sections: model · kernels · batch/scheduler · sampler · metrics · API.
- * Memory: everything is allocated by engine_build at create time (each
- * build_* paired with a free_*); the step loop allocates nothing.
+ * Memory: engine_build allocates everything at create time and
+ * pm_engine_free releases it (build_workers pairs with stop_workers); the
+ * step loop allocates nothing.
+ *
+ * The backend seam (DESIGN.md decision 8): the scheduler reaches the compute
+ * backend only as a device runtime would offer it: load (engine_build),
+ * reserve KV (kv_reserve), run a ragged batch of rows (forward) and truncate
+ * a slot (kv_truncate). The CPU kernels are the one backend.
  */
 #include "engine.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -518,14 +523,17 @@ static int blocks_short(const pm_engine *e, const slot *s, int upto)
 	return need > 0 ? need : 0;
 }
 
-static void grow(pm_engine *e, slot *s, int upto)
+/* kv_reserve gives slot s blocks for positions < upto (the caller checked
+ * enough are free). */
+static void kv_reserve(pm_engine *e, slot *s, int upto)
 {
 	while (s->n_blocks < blocks_for(e, upto))
 		s->table[s->n_blocks++] = e->free_blocks[--e->n_free];
 }
 
-/* Frees the blocks of s beyond those covering positions < keep. */
-static void shrink(pm_engine *e, slot *s, int keep)
+/* kv_truncate frees the blocks of s beyond those covering positions < keep
+ * (rollback of rejected drafts, or all of them when the slot is released). */
+static void kv_truncate(pm_engine *e, slot *s, int keep)
 {
 	int want = blocks_for(e, keep);
 	while (s->n_blocks > want)
@@ -568,7 +576,7 @@ static void reclaim(pm_engine *e)
 static void release_slot(pm_engine *e, int si)
 {
 	slot *s = &e->slots[si];
-	shrink(e, s, 0);
+	kv_truncate(e, s, 0);
 	if (s->req >= 0)
 		e->reqs[s->req].slot = -1;
 	s->req = -1;
@@ -734,7 +742,7 @@ static int reserve(pm_engine *e, int n, int (*upto)(const pm_engine *, const slo
 	}
 	for (int i = 0; i < n; i++) {
 		slot *s = &e->slots[e->order[i]];
-		grow(e, s, upto(e, s));
+		kv_reserve(e, s, upto(e, s));
 	}
 	return n;
 }
@@ -995,7 +1003,7 @@ static void run_decode(pm_engine *e)
 			}
 		if (!fin) { /* keep the K/V of the last token and the accepted drafts */
 			s->n_kv += 1 + accepted;
-			shrink(e, s, s->n_kv);
+			kv_truncate(e, s, s->n_kv);
 		}
 	}
 	int64_t t1 = metrics ? pm_now() : 0;
@@ -1746,7 +1754,7 @@ int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logit
 	if (rc)
 		return rc;
 	slot *s = &e->slots[0];
-	grow(e, s, n);
+	kv_reserve(e, s, n);
 	int chunk = e->max_rows < e->max_logit_rows ? e->max_rows : e->max_logit_rows;
 	for (int at = 0; at < n; at += chunk) {
 		int c = n - at < chunk ? n - at : chunk;
@@ -1759,6 +1767,6 @@ int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logit
 		forward(e, c, c);
 		memcpy(logits + (size_t)at * e->vocab, e->logits, (size_t)c * e->vocab * sizeof(float));
 	}
-	shrink(e, s, 0);
+	kv_truncate(e, s, 0);
 	return PM_OK;
 }
