@@ -25,6 +25,8 @@ package native
 import "C"
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"unsafe"
 
@@ -60,6 +62,15 @@ func Open(path string, cfg Config) (*Engine, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, &Error{Status: StatusArg, Msg: err.Error()}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"prefill_chunk", cfg.PrefillChunk}, {"block_size", cfg.BlockSize}, {"kv_blocks", cfg.KVBlocks},
+		{"max_waiting", cfg.MaxWaiting}, {"step_ring", cfg.StepRing}} {
+		if f.v > math.MaxInt32 {
+			return nil, &Error{Status: StatusArg, Msg: fmt.Sprintf("%s: %d is too large", f.name, f.v)}
+		}
 	}
 	cc := C.pm_engine_config{
 		b_max:         C.int32_t(cfg.BMax),
@@ -136,6 +147,9 @@ func (e *Engine) fail(rc C.int) error {
 // When no request waits and a slot and KV blocks are free, the request is
 // admitted into a slot at once (AdmittedNS is then the Submit time); so
 // MaxWaiting 0 means "no queue": Submit fails while every slot is busy.
+// The context limit counts prompt and output together: generation ends
+// (FinishLength) when they fill ContextLength tokens. ArrivalNS 0 means
+// "now".
 func (e *Engine) Submit(prompt []int32, p Params) (ID, error) {
 	if e.c == nil {
 		return 0, errClosed
