@@ -1738,6 +1738,14 @@ int pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t
 	return PM_OK;
 }
 
+int pm_engine_set_no_metrics(pm_engine *e, int32_t off)
+{
+	if (!e)
+		return PM_ERR_ARG;
+	e->cfg.no_metrics = off != 0;
+	return PM_OK;
+}
+
 int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logits)
 {
 	if (!e)

@@ -196,6 +196,14 @@ int pm_engine_take_steps(pm_engine *e, pm_step_record *dst, int32_t cap, int32_t
  */
 int pm_engine_score(pm_engine *e, const int32_t *tokens, int32_t n, float *logits);
 
+/*
+ * pm_engine_set_no_metrics switches metric recording off (1) or on (0)
+ * between steps. It exists for the overhead benchmark, which alternates it
+ * on one engine so both sides share memory, caches and workload; times and
+ * counts that fall in an "off" step are simply not recorded.
+ */
+int pm_engine_set_no_metrics(pm_engine *e, int32_t off);
+
 /* pm_now is CLOCK_MONOTONIC in nanoseconds. */
 int64_t pm_now(void);
 

@@ -15,6 +15,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -327,32 +328,41 @@ func writeCountingModel(path string) error {
 	return gguf.WriteFile(path, f)
 }
 
-// BenchmarkMetricsOverhead: what recording metrics costs in the step loop.
-// Two engines with the default configuration (8 slots, speculation on), one
-// with NoMetrics, run the same 8-request decode load; steps alternate
-// between them and the on/off rate ratio is reported (target >= 0.99).
+// BenchmarkMetricsOverhead: what recording metrics costs in the step loop,
+// on the default configuration (8 slots, speculation on) decoding 8
+// requests. One engine alternates recording on and off from step to step
+// (two engines differ by their memory layout: an A/A pair of identical
+// engines measured 0.98-1.03 apart). x_on/off is the median over adjacent
+// on/off step pairs of the on/off rate ratio (target >= 0.99): a pair shares
+// the machine's state, so interference from other processes cancels.
 func BenchmarkMetricsOverhead(b *testing.B) {
 	path := defaultModel(b)
-	on := benchEngine(b, path, func(c *Config) { c.SpecK = 4 })
-	off := benchEngine(b, path, func(c *Config) { c.SpecK = 4; c.NoMetrics = true })
-	pr := bytesPrompt("Once upon a time, once upon a time")
-	p := Params{MaxTokens: 1 << 20}
-	lOn := newDecodeLoad(b, on, 8, pr, p)
-	lOff := newDecodeLoad(b, off, 8, pr, p)
-	lOn.tokens, lOff.tokens = 0, 0
+	e := benchEngine(b, path, func(c *Config) { c.SpecK = 4 })
+	l := newDecodeLoad(b, e, 8, bytesPrompt("Once upon a time, once upon a time"), Params{MaxTokens: 1 << 20})
+	ratios := make([]float64, 0, b.N)
 	var tOn, tOff time.Duration
+	var nOn, nOff int
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s := time.Now()
-		lOff.step(b)
-		tOff += time.Since(s)
-		s = time.Now()
-		lOn.step(b)
-		tOn += time.Since(s)
+		var rate [2]float64 // [off, on]
+		for _, off := range [2]bool{i%2 == 0, i%2 == 1} {
+			e.setNoMetrics(off)
+			l.tokens = 0
+			s := time.Now()
+			l.step(b)
+			d := time.Since(s)
+			if off {
+				tOff, nOff, rate[0] = tOff+d, nOff+l.tokens, float64(l.tokens)/d.Seconds()
+			} else {
+				tOn, nOn, rate[1] = tOn+d, nOn+l.tokens, float64(l.tokens)/d.Seconds()
+			}
+		}
+		ratios = append(ratios, rate[1]/rate[0])
 	}
-	rOn, rOff := float64(lOn.tokens)/tOn.Seconds(), float64(lOff.tokens)/tOff.Seconds()
-	b.ReportMetric(rOn, "tok/s_on")
-	b.ReportMetric(rOff, "tok/s_off")
-	b.ReportMetric(rOn/rOff, "x_on/off")
+	b.StopTimer()
+	slices.Sort(ratios)
+	b.ReportMetric(float64(nOn)/tOn.Seconds(), "tok/s_on")
+	b.ReportMetric(float64(nOff)/tOff.Seconds(), "tok/s_off")
+	b.ReportMetric(ratios[len(ratios)/2], "x_on/off")
 }

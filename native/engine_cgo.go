@@ -419,6 +419,16 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// setNoMetrics switches metric recording off or on between steps, for
+// BenchmarkMetricsOverhead (see pm_engine_set_no_metrics).
+func (e *Engine) setNoMetrics(off bool) {
+	v := C.int32_t(0)
+	if off {
+		v = 1
+	}
+	C.pm_engine_set_no_metrics(e.c, v)
+}
+
 // score runs tokens through the model in one slot of an idle engine and
 // returns the logits of every position ([len(tokens)][vocab]), computed by
 // the same forward pass that serves requests. Tests compare it with the

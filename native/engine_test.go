@@ -798,6 +798,28 @@ func TestSnapshot(t *testing.T) {
 			t.Fatalf("rates %g %g", s.DecodeTokensPerS, s.PrefillTokensPerS)
 		}
 	})
+	t.Run("recording off", func(t *testing.T) {
+		e := open(t, func(c *Config) { c.SpecK = 0 })
+		e.Submit(prompt(1, 5), Params{MaxTokens: 50})
+		e.Step()
+		var s schema.EngineBody
+		e.Snapshot(&s)
+		e.setNoMetrics(true)
+		for i := 0; i < 5; i++ {
+			e.Step()
+		}
+		var off schema.EngineBody
+		e.Snapshot(&off)
+		if len(off.Steps) != 0 || off.DecodeTokensSum != s.DecodeTokensSum || off.EngineDecodeTimeSum != s.EngineDecodeTimeSum {
+			t.Fatalf("recorded while off: %d steps, decode tokens %d -> %d", len(off.Steps), s.DecodeTokensSum, off.DecodeTokensSum)
+		}
+		e.setNoMetrics(false)
+		e.Step()
+		e.Snapshot(&s)
+		if len(s.Steps) != 1 || s.DecodeTokensSum != off.DecodeTokensSum+1 {
+			t.Fatalf("not recording after on: %d steps, decode tokens %d", len(s.Steps), s.DecodeTokensSum)
+		}
+	})
 	t.Run("step ring overflow", func(t *testing.T) {
 		e := open(t, func(c *Config) { c.SpecK = 0; c.StepRing = 4 })
 		solo(t, e, prompt(1, 5), Params{MaxTokens: 10})
