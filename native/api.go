@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"math"
 	_ "unsafe" // go:linkname
 
 	"github.com/picometer/picometer/schema"
@@ -29,8 +30,9 @@ type Config struct {
 	// save memory; a slot that cannot get a block then preempts the most
 	// recently admitted request, which is recomputed later.
 	KVBlocks int
-	// MaxWaiting bounds the waiting queue (requests submitted but not yet in
-	// a slot). Submit returns ErrQueueFull beyond it. Default 256.
+	// MaxWaiting bounds the waiting queue (requests submitted while every
+	// slot is taken). Submit returns ErrQueueFull beyond it; 0 means no
+	// queue: a request is admitted at once or refused. Default 256.
 	MaxWaiting int
 	// Threads is the number of compute threads. Default 1.
 	Threads int
@@ -53,23 +55,24 @@ func DefaultConfig() Config {
 
 // Validate returns an error naming the first field out of range.
 func (c *Config) Validate() error {
+	const maxRing = 1 << 24
 	switch {
 	case c.BMax < 1 || c.BMax > schema.MaxBatch:
 		return fmt.Errorf("b_max: %d not in 1..%d", c.BMax, schema.MaxBatch)
 	case c.SpecK < 0 || c.SpecK > schema.MaxSpecK:
 		return fmt.Errorf("spec_k: %d not in 0..%d", c.SpecK, schema.MaxSpecK)
-	case c.PrefillChunk < 1:
-		return fmt.Errorf("prefill_chunk: %d < 1", c.PrefillChunk)
-	case c.BlockSize < 1:
-		return fmt.Errorf("block_size: %d < 1", c.BlockSize)
-	case c.KVBlocks < 0:
-		return fmt.Errorf("kv_blocks: %d < 0", c.KVBlocks)
-	case c.MaxWaiting < 0:
-		return fmt.Errorf("max_waiting: %d < 0", c.MaxWaiting)
+	case c.PrefillChunk < 1 || c.PrefillChunk > math.MaxInt32:
+		return fmt.Errorf("prefill_chunk: %d not in 1..%d", c.PrefillChunk, math.MaxInt32)
+	case c.BlockSize < 1 || c.BlockSize > math.MaxInt32:
+		return fmt.Errorf("block_size: %d not in 1..%d", c.BlockSize, math.MaxInt32)
+	case c.KVBlocks < 0 || c.KVBlocks > math.MaxInt32:
+		return fmt.Errorf("kv_blocks: %d not in 0..%d", c.KVBlocks, math.MaxInt32)
+	case c.MaxWaiting < 0 || c.MaxWaiting > maxRing:
+		return fmt.Errorf("max_waiting: %d not in 0..%d", c.MaxWaiting, maxRing)
 	case c.Threads < 1 || c.Threads > 64:
 		return fmt.Errorf("threads: %d not in 1..64", c.Threads)
-	case c.StepRing < 1:
-		return fmt.Errorf("step_ring: %d < 1", c.StepRing)
+	case c.StepRing < 1 || c.StepRing > maxRing:
+		return fmt.Errorf("step_ring: %d not in 1..%d", c.StepRing, maxRing)
 	}
 	switch c.Kernel {
 	case "", "auto", "avx2", "portable":
@@ -108,8 +111,9 @@ const (
 
 // Params are one request's generation parameters.
 type Params struct {
-	// MaxTokens is the most output tokens (>= 1). Generation also stops at
-	// the context limit (finish reason length).
+	// MaxTokens is the most output tokens (>= 1). Generation also stops,
+	// with finish reason length, when prompt and output fill ContextLength
+	// tokens.
 	MaxTokens int
 	// Temperature 0 means greedy decoding; otherwise logits are divided by
 	// it before top-k/top-p sampling.
@@ -141,7 +145,7 @@ type RequestStats struct {
 
 	PromptTokens     int
 	PrefillTokens    int // tokens run through prefill (prompt + recomputation)
-	DecodeTokens     int // output tokens produced by decode/verify steps
+	DecodeTokens     int // output tokens of decode/verify steps: not the token a prefill ends with (the first, and one per recomputation after a preemption)
 	CompletionTokens int
 	DraftTokens      int // speculative tokens proposed
 	AcceptedTokens   int // speculative tokens accepted
