@@ -8,36 +8,23 @@ TINY    := $(MODELS)/tiny.gguf
 DEFAULT := $(MODELS)/default.gguf
 VM_BIN  := $(BIN)/victoria-metrics
 
-# Parts that later issues add are built only once they exist.
-CMDS := $(wildcard daemon/cmd/picometerd sidecar/cmd/picometer-sidecar)
-HAVE_MKMODEL := $(wildcard native/cmd/mkmodel)
-HAVE_CTEST := $(wildcard native/ctest/run.sh)
-
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 
 .PHONY: help build run run-stack test test-go test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-build: ## build picometerd and picometer-sidecar into bin/
+build: ## build picometerd (cgo: the C engine) and picometer-sidecar (no cgo: no libc mapped, less RSS) into bin/
 	@mkdir -p $(BIN)
-ifneq ($(CMDS),)
 	$(GO) build -o $(BIN)/ ./daemon/cmd/picometerd
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar  # no libc mapped: ~1.7 MiB less RSS
-else
-	@echo "build: daemon and sidecar are not built yet (no daemon/cmd or sidecar/cmd)"
-endif
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar
 
-models: ## generate the tiny and default GGUF models under build/models (not committed)
-ifneq ($(HAVE_MKMODEL),)
+models: ## generate the tiny and default GGUF models under build/models (deterministic; not committed)
 	@mkdir -p $(MODELS)
 	$(GO) run ./native/cmd/mkmodel -preset tiny -o $(TINY)
 	$(GO) run ./native/cmd/mkmodel -preset default -o $(DEFAULT)
-else
-	@echo "models: the model tool is not built yet (no native/cmd/mkmodel)"
-endif
 
 run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both)
 	@scripts/run.sh
@@ -51,16 +38,12 @@ test-go: ## go test ./... with live checks required (promtool, prometheus, victo
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -timeout 20m ./...
 
-test-nocgo: ## schema/ and sidecar/ build and pass without cgo
-	CGO_ENABLED=0 $(GO) vet ./schema/... $(wildcard ./sidecar/...) $(wildcard ./native/...)
-	CGO_ENABLED=0 $(GO) test -count=1 ./schema/... $(wildcard ./sidecar/...)
+test-nocgo: ## schema/, sidecar/ and native/ build, and schema/ and sidecar/ pass, without cgo
+	CGO_ENABLED=0 $(GO) vet ./schema/... ./sidecar/... ./native/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./schema/... ./sidecar/...
 
-test-c: ## C engine tests under AddressSanitizer + UBSan
-ifneq ($(HAVE_CTEST),)
+test-c: ## C engine and loader tests under AddressSanitizer + UBSan
 	native/ctest/run.sh
-else
-	@echo "test-c: no C tests yet (native/ctest/run.sh)"
-endif
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
