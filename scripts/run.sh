@@ -24,23 +24,33 @@ if [[ ! -f $MODEL ]]; then
 	go run ./native/cmd/mkmodel -preset default -o "$MODEL" || exit 1
 fi
 
+# Ctrl-C reaches the whole foreground process group. The daemon must stop
+# first (it flushes its final snapshot to the sidecar), so the sidecar and
+# Prometheus run in their own sessions (setsid) and are stopped after it.
+daemon_pid=
 pids=()
 stop() {
 	trap - INT TERM EXIT
 	echo
 	echo "run: stopping"
+	if [[ -n $daemon_pid ]]; then
+		kill -TERM "$daemon_pid" 2>/dev/null
+		wait "$daemon_pid" 2>/dev/null
+	fi
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	echo "run: stopped"
 }
 trap stop INT TERM EXIT
 
-prefix() { sed -u "s/^/[$1] /"; }
+# The log prefixers ignore Ctrl-C so they outlive the programs whose last
+# lines (shutdown, final flush) they print.
+prefix() { trap '' INT; sed -u "s/^/[$1] /"; }
 
-"$SIDECAR" --socket "$SOCKET" --listen "$METRICS_ADDR" > >(prefix sidecar) 2>&1 &
+setsid "$SIDECAR" --socket "$SOCKET" --listen "$METRICS_ADDR" > >(prefix sidecar) 2>&1 &
 pids+=($!)
 "$DAEMON" --model "$MODEL" --listen "$DAEMON_ADDR" --metrics-socket "$SOCKET" > >(prefix daemon) 2>&1 &
-pids+=($!)
+daemon_pid=$!
 
 if [[ ${PICOMETER_STACK:-} == 1 ]]; then
 	if command -v prometheus >/dev/null; then
@@ -52,7 +62,7 @@ scrape_configs:
   - job_name: picometer-sidecar
     static_configs: [{targets: ['$METRICS_ADDR']}]
 YAML
-		prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+		setsid prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
 			--web.listen-address="$PROM_ADDR" > >(prefix prometheus) 2>&1 &
 		pids+=($!)
 		echo "run: Prometheus on http://$PROM_ADDR (alerts: http://$PROM_ADDR/alerts)"
@@ -79,4 +89,4 @@ cat <<MSG
   Ctrl-C stops both.
 
 MSG
-wait -n "${pids[@]}"
+wait -n "$daemon_pid" "${pids[@]}"
