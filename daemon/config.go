@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -51,6 +52,10 @@ type Config struct {
 	// ShutdownGrace is how long in-flight requests may finish after SIGINT
 	// or SIGTERM before they are aborted (error type shutdown). Default "10s".
 	ShutdownGrace time.Duration `toml:"shutdown_grace"`
+	// LogLevel is the least severe level logged: "debug", "info", "warn" or
+	// "error". Nothing is logged per request at info; debug adds fasthttp's
+	// per-connection errors. Default "info".
+	LogLevel string `toml:"log_level"`
 
 	// Engine configures the native engine.
 	Engine EngineConfig `toml:"engine"`
@@ -116,6 +121,7 @@ func DefaultConfig() Config {
 		ReadTimeout:        30 * time.Second,
 		IdleTimeout:        120 * time.Second,
 		ShutdownGrace:      10 * time.Second,
+		LogLevel:           "info",
 		Engine: EngineConfig{
 			BMax: nc.BMax, SpecK: nc.SpecK, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
 			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,
@@ -179,6 +185,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("api_keys[%d]: empty or contains whitespace", i)
 		}
 	}
+	if _, err := parseLogLevel(c.LogLevel); err != nil {
+		return err
+	}
 	if c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 1<<30 {
 		return fmt.Errorf("max_body_bytes: %d not in 1024..%d", c.MaxBodyBytes, 1<<30)
 	}
@@ -234,6 +243,31 @@ func validateListen(addr string) error {
 		return fmt.Errorf("listen: host %q is not an IP address or localhost", host)
 	}
 	return nil
+}
+
+// parseLogLevel maps log_level to a slog level.
+func parseLogLevel(s string) (slog.Level, error) {
+	switch s {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log_level: %q is not one of debug, info, warn, error", s)
+}
+
+// SlogLevel returns LogLevel as a slog level (info when it is invalid,
+// which Validate reports).
+func (c *Config) SlogLevel() slog.Level {
+	l, err := parseLogLevel(c.LogLevel)
+	if err != nil {
+		return slog.LevelInfo
+	}
+	return l
 }
 
 // NativeConfig returns the engine configuration.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -81,8 +82,7 @@ func benchServer(b *testing.B, eng Engine, emit bool) *testServer {
 			}
 		}()
 	}
-	log := &testLog{}
-	d := New(cfg, eng, Deps{Logf: log.logf})
+	d := New(cfg, eng, Deps{Logger: slog.New(slog.DiscardHandler)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,7 +86,7 @@ func TestE2EBinary(t *testing.T) {
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
-		re := regexp.MustCompile(`on http://([0-9.]+:[0-9]+);`)
+		re := regexp.MustCompile(`level=INFO msg=serving url=http://([0-9.]+:[0-9]+) `)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			logBuf.WriteString(sc.Text() + "\n")
@@ -125,8 +126,14 @@ func TestE2EBinary(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("picometerd exited with %v\n%s", err, logBuf.String())
 	}
-	if !strings.Contains(logBuf.String(), "picometerd: stopped") {
-		t.Errorf("log:\n%s", logBuf.String())
+	// Nothing is logged per request at the default level: the log is the
+	// start, the emitter's connection, the shutdown and the stop.
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(logBuf.String()), "\n") {
+		msgs = append(msgs, between(line+" ", "msg=", " "))
+	}
+	if want := []string{"serving", `"emitter:`, `"shutting`, "stopped"}; !slices.Equal(msgs, want) {
+		t.Errorf("log messages %q, want %q; log:\n%s", msgs, want, logBuf.String())
 	}
 	var evs []schema.Event
 	waitFor(t, 5*time.Second, "the final snapshot", func() bool {
@@ -148,6 +155,15 @@ func TestE2EBinary(t *testing.T) {
 	if n != 3 {
 		t.Errorf("%d request events, want 3", n)
 	}
+}
+
+// TestBinaryHelp: --help states every flag with its real default.
+func TestBinaryHelp(t *testing.T) {
+	out, err := exec.Command(picometerd(t), "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("picometerd -h: %v\n%s", err, out)
+	}
+	golden(t, "testdata/picometerd_help.golden", out)
 }
 
 func TestE2EBinaryCheckConfig(t *testing.T) {

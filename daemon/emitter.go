@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,7 @@ type Emitter struct {
 	cfg   MetricsConfig
 	boot  string
 	hello schema.HelloBody
-	logf  func(format string, args ...any)
+	log   *slog.Logger
 	wall  func() time.Time
 
 	q            chan any // *schema.Request or *schema.Engine
@@ -85,9 +86,9 @@ func NewBootID() string {
 }
 
 // NewEmitter starts an emitter writing to cfg.Socket.
-func NewEmitter(cfg MetricsConfig, boot string, hello schema.HelloBody, logf func(string, ...any), wall func() time.Time) *Emitter {
+func NewEmitter(cfg MetricsConfig, boot string, hello schema.HelloBody, log *slog.Logger, wall func() time.Time) *Emitter {
 	e := &Emitter{
-		cfg: cfg, boot: boot, hello: hello, logf: logf, wall: wall,
+		cfg: cfg, boot: boot, hello: hello, log: log, wall: wall,
 		q:       make(chan any, cfg.Queue),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -179,7 +180,7 @@ func (e *Emitter) run() {
 			e.conn.Close()
 		}
 		if n := len(e.q); n > 0 {
-			e.logf("emitter: %d events not written before shutdown", n)
+			e.log.Warn("emitter: events not written before shutdown are lost", "events", n, "socket", e.cfg.Socket)
 		}
 	}()
 	backoff := e.cfg.BackoffMin
@@ -200,7 +201,8 @@ func (e *Emitter) run() {
 			}
 			if err := e.connect(); err != nil {
 				if !e.down {
-					e.logf("emitter: cannot reach %s (%v); events queue up (bound %d) and the emitter retries", e.cfg.Socket, err, e.cfg.Queue)
+					e.log.Warn("emitter: cannot reach the sidecar; events queue up to the bound and the emitter retries",
+						"socket", e.cfg.Socket, "err", err, "queue", e.cfg.Queue)
 					e.down = true
 				}
 				if !e.sleep(backoff) {
@@ -269,10 +271,8 @@ func (e *Emitter) connect() error {
 	}
 	e.conn = conn
 	e.connects.Add(1)
-	if e.down {
-		e.logf("emitter: connected to %s", e.cfg.Socket)
-		e.down = false
-	}
+	e.down = false
+	e.log.Info("emitter: connected", "socket", e.cfg.Socket, "seq", e.seq)
 	return nil
 }
 
@@ -316,9 +316,10 @@ func (e *Emitter) writeBatch(ev any) {
 		e.dequeued(ev)
 		if err != nil {
 			// Never expected (the schema types always encode); the event is
-			// skipped without using a sequence number, so nothing looks lost.
+			// skipped without using a sequence number and counted as dropped.
 			e.buf = e.buf[:mark]
-			e.logf("BUG: emitter: encode %T: %v; event skipped", ev, err)
+			e.dropped.Add(1)
+			e.log.Error("BUG: emitter: event does not encode; dropped", "type", fmt.Sprintf("%T", ev), "err", err)
 		} else {
 			e.seq++
 			n++
@@ -338,7 +339,8 @@ func (e *Emitter) writeBatch(ev any) {
 	}
 	if err := e.write(e.conn); err != nil {
 		e.lost.Add(int64(n))
-		e.logf("emitter: write to %s failed (%v); %d events lost, reconnecting", e.cfg.Socket, err, n)
+		e.log.Warn("emitter: write failed; the batch is lost (a sequence gap for the sidecar), reconnecting",
+			"socket", e.cfg.Socket, "err", err, "events", n)
 		e.conn.Close()
 		e.conn = nil
 		e.down = true

@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -246,8 +247,7 @@ func newTestEmitter(t *testing.T, queue int) *Emitter {
 	cfg.Socket = filepath.Join(socketDir(t), "none.sock")
 	cfg.Queue = queue
 	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
-	log := &testLog{}
-	e := NewEmitter(cfg, "b00t", schema.HelloBody{Model: "m", Engine: "e"}, log.logf, time.Now)
+	e := NewEmitter(cfg, "b00t", schema.HelloBody{Model: "m", Engine: "e"}, slog.New(slog.DiscardHandler), time.Now)
 	t.Cleanup(func() { e.Close(0) })
 	return e
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"testing"
 	"unicode/utf8"
@@ -28,7 +29,7 @@ func FuzzHandler(f *testing.F) {
 	cfg := testConfig(f)
 	cfg.Metrics.Socket = ""
 	log := &testLog{}
-	d := New(cfg, eng, Deps{Logf: log.logf})
+	d := New(cfg, eng, Deps{Logger: log.logger(slog.LevelDebug)})
 	f.Cleanup(func() { d.Shutdown(0) })
 	// A real net.Conn (stream writers set write deadlines on it); nothing
 	// is written to it, responses are read from the RequestCtx.
@@ -78,7 +79,7 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("status %d for %q: %s", status, body, out)
 		}
 		if log.contains("BUG") {
-			t.Fatalf("daemon logged a bug: %v", log.lines)
+			t.Fatalf("daemon logged a bug: %v", log.all())
 		}
 	})
 }

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,26 +26,39 @@ type testServer struct {
 	d    *Daemon
 	url  string
 	sink *socketSink
+	log  *testLog
 	stop sync.Once
 }
 
-// testLogf collects log lines and prints them only when the test failed;
-// it is safe to call after the test ended.
+// testLog collects the daemon's log records (every level) as slog text
+// lines; the harness prints them only when the test failed. It is safe to
+// use after the test ended.
 type testLog struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (l *testLog) logf(format string, args ...any) {
+func (l *testLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, strings.TrimSuffix(string(p), "\n"))
 	l.mu.Unlock()
+	return len(p), nil
+}
+
+// logger returns a logger writing to l at level and above.
+func (l *testLog) logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
+}
+
+// all returns a copy of the lines logged so far.
+func (l *testLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
 }
 
 func (l *testLog) contains(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
+	for _, line := range l.all() {
 		if strings.Contains(line, s) {
 			return true
 		}
@@ -90,17 +103,15 @@ func startServer(t *testing.T, eng Engine, mod func(*Config)) *testServer {
 	if cfg.Metrics.Socket != "" {
 		ts.sink = listenSink(t, cfg.Metrics.Socket)
 	}
-	log := &testLog{}
+	ts.log = &testLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
-			log.mu.Lock()
-			for _, l := range log.lines {
+			for _, l := range ts.log.all() {
 				t.Log("daemon: " + l)
 			}
-			log.mu.Unlock()
 		}
 	})
-	ts.d = New(cfg, eng, Deps{Logf: log.logf})
+	ts.d = New(cfg, eng, Deps{Logger: ts.log.logger(slog.LevelDebug)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -39,7 +40,7 @@ type loop struct {
 	eng      Engine
 	sink     eventSink
 	clock    func() int64 // monotonic nanoseconds (native.Now)
-	logf     func(format string, args ...any)
+	log      *slog.Logger
 	interval time.Duration
 	timeout  time.Duration // per-request deadline, for error messages
 	stepCap  int           // step records kept between two emitted snapshots
@@ -80,13 +81,13 @@ type ctlMsg struct {
 	ack chan struct{}
 }
 
-func newLoop(eng Engine, sink eventSink, clock func() int64, logf func(string, ...any), interval, timeout time.Duration) *loop {
+func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, interval, timeout time.Duration) *loop {
 	stepCap := eng.Config().StepRing
 	if stepCap < 1 {
 		stepCap = native.DefaultConfig().StepRing
 	}
 	return &loop{
-		eng: eng, sink: sink, clock: clock, logf: logf, interval: interval, timeout: timeout, stepCap: stepCap,
+		eng: eng, sink: sink, clock: clock, log: log, interval: interval, timeout: timeout, stepCap: stepCap,
 		submitCh: make(chan *seq, 1024),
 		cancelCh: make(chan cancelMsg, 1024),
 		snapCh:   make(chan chan *schema.EngineBody),
@@ -260,7 +261,7 @@ func (l *loop) doCancel(s *seq, kind string) {
 	}
 	stats, err := l.eng.Cancel(s.engID)
 	if err != nil {
-		l.logf("engine loop: cancel %s: %v", s.id, err)
+		l.log.Error("BUG: engine loop: the engine could not cancel a running request", "id", s.id, "err", err)
 		stats = nil
 	}
 	var e *apiError
@@ -313,7 +314,7 @@ func (l *loop) step() {
 		o := &outs[i]
 		s := l.active[o.ID]
 		if s == nil {
-			l.logf("BUG: engine loop: output for unknown request %d", o.ID)
+			l.log.Error("BUG: engine loop: output for an unknown request", "engine_id", o.ID)
 			continue
 		}
 		matched := s.consume(o.Tokens)
@@ -331,7 +332,7 @@ func (l *loop) step() {
 	for _, s := range l.stopped {
 		stats, err := l.eng.Cancel(s.engID)
 		if err != nil {
-			l.logf("engine loop: cancel %s after its stop string: %v", s.id, err)
+			l.log.Error("BUG: engine loop: the engine could not cancel a request after its stop string", "id", s.id, "err", err)
 			stats = nil
 		}
 		l.finish(s, schema.FinishStop, "", stats, nil)
@@ -346,7 +347,7 @@ func (l *loop) step() {
 // fail ends every active request with an engine error; the engine cannot
 // continue, so later submissions get the same error.
 func (l *loop) fail(err error) {
-	l.logf("engine loop: engine failed: %v", err)
+	l.log.Error("engine loop: the engine failed; every request now fails with engine_error", "err", err, "requests", len(l.active))
 	l.failed = errEngine(err)
 	l.failedFlag.Store(true)
 	for _, s := range l.active {

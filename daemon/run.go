@@ -24,7 +24,7 @@ func CheckConfig(cfg Config) error {
 
 // Run opens the model, serves cfg.Listen until ctx is done (SIGINT or
 // SIGTERM in picometerd), then shuts down gracefully and closes the engine.
-// It logs the address it listens on (useful with port 0).
+// It logs the URL it serves ("serving" url=…, useful with port 0).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	deps = deps.withDefaults()
 	eng, err := native.Open(cfg.Model, cfg.NativeConfig())
@@ -38,20 +38,24 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	d := New(cfg, eng, deps)
 	info := eng.Info()
-	deps.Logf("picometerd %s: serving model %s (%s, context %d, kernel %s) on http://%s; metrics socket %q",
-		Version, d.ModelName(), cfg.Model, info.ContextLength, info.Kernel, ln.Addr(), cfg.Metrics.Socket)
+	socket := cfg.Metrics.Socket
+	if socket == "" {
+		socket = "off"
+	}
+	deps.Logger.Info("serving", "url", "http://"+ln.Addr().String(), "version", Version, "model", d.ModelName(),
+		"file", cfg.Model, "context", info.ContextLength, "kernel", info.Kernel, "metrics_socket", socket)
 	errc := make(chan error, 1)
 	go func() { errc <- d.Serve(ln) }()
 	select {
 	case <-ctx.Done():
-		deps.Logf("picometerd: shutting down (grace %s)", cfg.ShutdownGrace)
+		deps.Logger.Info("shutting down", "grace", cfg.ShutdownGrace)
 	case err := <-errc:
 		d.Shutdown(0)
 		return fmt.Errorf("serve: %w", err)
 	}
 	if err := d.Shutdown(cfg.ShutdownGrace); err != nil {
-		deps.Logf("picometerd: shutdown: %v", err)
+		deps.Logger.Warn("shutdown", "err", err)
 	}
-	deps.Logf("picometerd: stopped")
+	deps.Logger.Info("stopped")
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -41,8 +41,10 @@ type Deps struct {
 	// Wall returns the wall-clock time (created fields, event timestamps).
 	// Default time.Now.
 	Wall func() time.Time
-	// Logf logs one line. Default log.Printf.
-	Logf func(format string, args ...any)
+	// Logger receives the daemon's log records. Nothing is logged per
+	// request at info level or below unless something is wrong. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 func (deps Deps) withDefaults() Deps {
@@ -52,8 +54,8 @@ func (deps Deps) withDefaults() Deps {
 	if deps.Wall == nil {
 		deps.Wall = time.Now
 	}
-	if deps.Logf == nil {
-		deps.Logf = log.Printf
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
 	}
 	return deps
 }
@@ -75,7 +77,7 @@ type Daemon struct {
 
 	clock func() int64
 	wall  func() time.Time
-	logf  func(string, ...any)
+	log   *slog.Logger
 
 	ids      atomic.Uint64
 	draining atomic.Bool
@@ -89,7 +91,7 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 	info := eng.Info()
 	d := &Daemon{
 		cfg: cfg, info: info, ctxLen: info.ContextLength, boot: NewBootID(),
-		clock: deps.Clock, wall: deps.Wall, logf: deps.Logf,
+		clock: deps.Clock, wall: deps.Wall, log: deps.Logger,
 	}
 	d.created = d.wall().Unix()
 	d.model = servedName(cfg, info)
@@ -102,10 +104,10 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 		hello := schema.HelloBody{PID: os.Getpid(), Model: d.model, Engine: EngineName, Daemon: Version,
 			Config: schema.EngineConfig{BMax: ec.BMax, ContextLength: info.ContextLength, BlockSize: ec.BlockSize,
 				KVBlocks: ec.KVBlocks, SpecK: ec.SpecK, PrefillChunk: ec.PrefillChunk}}
-		d.em = NewEmitter(cfg.Metrics, d.boot, hello, d.logf, d.wall)
+		d.em = NewEmitter(cfg.Metrics, d.boot, hello, d.log, d.wall)
 		d.sink = d.em
 	}
-	d.loop = newLoop(eng, d.sink, d.clock, d.logf, cfg.Metrics.SnapshotInterval, cfg.RequestTimeout)
+	d.loop = newLoop(eng, d.sink, d.clock, d.log, cfg.Metrics.SnapshotInterval, cfg.RequestTimeout)
 	go d.loop.run()
 	d.srv = &fasthttp.Server{
 		Handler:            d.handle,
@@ -119,14 +121,28 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 		CloseOnShutdown:              true,
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
-		Logger:                       fasthttpLogger{d.logf},
+		Logger:                       fasthttpLogger{d.log},
 	}
 	return d
 }
 
-type fasthttpLogger struct{ logf func(string, ...any) }
+// fasthttpLogger routes fasthttp's messages to slog. Its per-connection
+// errors ("error when serving connection …": a malformed request, a body
+// over the limit, a client that reset) come once per bad request, so they
+// are debug records; a bad request on a completions endpoint is counted as
+// a request event by handleError. Its other messages (accept errors, the
+// connection limit) concern the server as a whole and are warnings.
+type fasthttpLogger struct{ log *slog.Logger }
 
-func (l fasthttpLogger) Printf(format string, args ...any) { l.logf("http: "+format, args...) }
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	level := slog.LevelWarn
+	if strings.HasPrefix(format, "error when serving connection") {
+		level = slog.LevelDebug
+	}
+	if l.log.Enabled(context.Background(), level) {
+		l.log.Log(context.Background(), level, "http: "+fmt.Sprintf(format, args...))
+	}
+}
 
 // servedName is the configured model name, else the model's general.name,
 // else its file name without extension.
@@ -163,7 +179,7 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 	err := d.srv.ShutdownWithContext(ctx)
 	cancel()
 	if err != nil {
-		d.logf("shutdown: grace period of %s over; aborting the requests still running", grace)
+		d.log.Warn("shutdown: the grace period is over; aborting the requests still running", "grace", grace)
 		d.loop.control(ctlAbort)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = d.srv.ShutdownWithContext(ctx)
@@ -197,8 +213,7 @@ const (
 func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.logf("BUG: panic serving %s %s: %v\n%s", ctx.Method(), ctx.Path(), r, debug.Stack())
-			errInternal("internal error").write(ctx)
+			d.bug(ctx, r)
 		}
 	}()
 	path := ctx.Path()
@@ -228,6 +243,15 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		}
 		errUnknownRoute(ctx.Method(), path).write(ctx)
 	}
+}
+
+// bug logs a panic while serving ctx (a broken invariant) and answers 500.
+func (d *Daemon) bug(ctx *fasthttp.RequestCtx, r any) *apiError {
+	d.log.Error("BUG: panic serving a request", "method", string(ctx.Method()), "path", string(ctx.Path()),
+		"panic", r, "stack", string(debug.Stack()))
+	e := errInternal("Internal error.")
+	e.write(ctx)
+	return e
 }
 
 // get answers 405 to anything but GET and HEAD.
@@ -286,16 +310,20 @@ func (d *Daemon) handleError(ctx *fasthttp.RequestCtx, err error) {
 		e = badRequest("", "malformed_http", "Malformed HTTP request: %v", err)
 	}
 	e.write(ctx)
-	op := ""
-	switch string(ctx.Path()) {
-	case pathCompletions:
-		op = schema.OpTextCompletion
-	case pathChat:
-		op = schema.OpChat
-	}
-	if op != "" {
+	if op := opOf(ctx.Path()); op != "" {
 		d.emitError(d.newID(op), op, false, e, d.clock())
 	}
+}
+
+// opOf returns the operation of a completions endpoint's path, else "".
+func opOf(path []byte) string {
+	switch string(path) {
+	case pathCompletions:
+		return schema.OpTextCompletion
+	case pathChat:
+		return schema.OpChat
+	}
+	return ""
 }
 
 // emitError sends the request event of a request that failed before the
@@ -313,6 +341,17 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 	arrival := d.clock()
 	id := d.newID(op)
 	var r genRequest
+	var s *seq // once submitted, the loop sends its request event
+	defer func() {
+		if p := recover(); p != nil {
+			e := d.bug(ctx, p)
+			if s != nil {
+				d.loop.cancel(s, schema.ErrOther)
+			} else {
+				d.emitError(id, op, r.Stream, e, arrival)
+			}
+		}
+	}()
 	fail := func(e *apiError) {
 		e.write(ctx)
 		if e.Status == fasthttp.StatusMethodNotAllowed {
@@ -350,7 +389,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		fail(errShuttingDown)
 		return
 	}
-	s := newSeq()
+	s = newSeq()
 	s.id, s.op, s.stream, s.prompt = id, op, r.Stream, r.Prompt
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
@@ -363,6 +402,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 	}
 	s.deadline = arrival + int64(d.cfg.RequestTimeout)
 	if e := d.loop.submit(s); e != nil {
+		s = nil
 		fail(e)
 		return
 	}
@@ -441,7 +481,7 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.logf("BUG: panic streaming %s: %v\n%s", s.id, r, debug.Stack())
+			d.log.Error("BUG: panic streaming a response", "id", s.id, "panic", r, "stack", string(debug.Stack()))
 			d.loop.cancel(s, schema.ErrOther)
 		}
 	}()

@@ -715,3 +715,45 @@ func TestEngineOwnedMemory(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestQuietLog: serving, good or bad, logs nothing per request at info
+// level or above (a log line per request costs and floods); per-connection
+// HTTP errors are debug records. The only record above debug is the
+// emitter's connection.
+func TestQuietLog(t *testing.T) {
+	eng := newFakeEngine(128)
+	ts := startServer(t, eng, func(c *Config) { c.MaxBodyBytes = 2048; c.APIKeys = []string{"k"} })
+	auth := []string{"Authorization", "Bearer k"}
+	for range 3 {
+		ts.post("/v1/completions", `{"prompt":"hi"}`, auth...)
+		ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`, auth...)
+		ts.post("/v1/completions", `{"prompt":"hi","stop":"i"}`, auth...)
+		ts.post("/v1/completions", `{"prompt":`, auth...)
+		ts.post("/v1/completions", `{"prompt":"hi"}`)
+		ts.post("/v1/completions", `{"prompt":"`+strings.Repeat("a", 4096)+`"}`, auth...)
+		ts.do("GET", "/nope", "")
+		ts.do("DELETE", "/health", "")
+		ts.do("GET", "/debug/engine_metrics", "")
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GARBAGE\r\n\r\n")
+	io.ReadAll(conn)
+	conn.Close()
+	waitFor(t, 5*time.Second, "the requests' events", func() bool { return len(ts.sink.requests()) >= 18 })
+	debug := 0
+	for _, line := range ts.log.all() {
+		switch {
+		case strings.Contains(line, "level=DEBUG"):
+			debug++
+		case strings.Contains(line, `msg="emitter: connected"`):
+		default:
+			t.Errorf("logged while serving: %s", line)
+		}
+	}
+	if debug == 0 {
+		t.Errorf("no debug record for the bad HTTP requests")
+	}
+}

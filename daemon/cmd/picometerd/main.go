@@ -2,13 +2,19 @@
 // (/v1/completions, /v1/chat/completions, /v1/models, /health,
 // /debug/engine_metrics) and streams NDJSON metric events to the
 // sidecar's unix socket. See daemon.Config for the configuration file.
+//
+//	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
+//	           [--metrics-socket PATH] [--b-max N] [--spec-k N]
+//
+// Flags override the configuration file; the defaults they show are the
+// built-in ones.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,25 +23,32 @@ import (
 )
 
 func main() {
+	def := daemon.DefaultConfig()
 	var (
-		configPath = flag.String("config", "", "TOML configuration `file` (default: built-in defaults)")
-		check      = flag.Bool("check-config", false, "validate the configuration (and that the model file exists), then exit")
-		model      = flag.String("model", "", "GGUF model `path` (overrides model; default "+daemon.DefaultModelPath+")")
-		listen     = flag.String("listen", "", "HTTP `address` (overrides listen; default 127.0.0.1:8000)")
-		socket     = flag.String("metrics-socket", "", "sidecar unix socket `path` (overrides metrics.socket; \"off\" disables the emitter)")
-		bMax       = flag.Int("b-max", 0, "engine slots (overrides engine.b_max)")
-		specK      = flag.Int("spec-k", -1, "speculative draft length, 0 = off (overrides engine.spec_k)")
+		configPath = flag.String("config", "", "TOML configuration `file` (default: none; built-in defaults)")
+		check      = flag.Bool("check-config", false, "validate the configuration and that the model file is readable, then exit")
+		model      = flag.String("model", def.Model, "GGUF model `file`; overrides model")
+		listen     = flag.String("listen", def.Listen, "HTTP `address`; overrides listen")
+		socket     = flag.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
+		bMax       = flag.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
+		specK      = flag.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
 	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: picometerd [flags]\n\n"+
+			"Serves the model through an OpenAI-compatible API and streams metric events to the sidecar.\n"+
+			"Flags override the configuration file; the defaults shown are the built-in ones.\n\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
-	cfg := daemon.DefaultConfig()
+	cfg := def
 	if *configPath != "" {
 		var err error
 		if cfg, err = daemon.LoadConfig(*configPath); err != nil {
 			fail(err)
 		}
 	}
+	// Only flags given on the command line override the file.
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "model":
@@ -63,14 +76,15 @@ func main() {
 	if err := cfg.Validate(); err != nil {
 		fail(err)
 	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal during the graceful shutdown kills at once
 	}()
-	if err := daemon.Run(ctx, cfg, daemon.Deps{}); err != nil {
-		log.Printf("picometerd: %v", err)
+	if err := daemon.Run(ctx, cfg, daemon.Deps{Logger: log}); err != nil {
+		log.Error("picometerd failed", "err", err)
 		os.Exit(1)
 	}
 }
