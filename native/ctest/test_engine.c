@@ -514,9 +514,20 @@ static void test_batching(const test_model *t, int bmax, int spec_k, int repetit
 	      m->kv_blocks_used);
 	if (spec_k > 0 && repetitive)
 		CHECK(accepted > 0, "speculation accepted nothing (drafted %lld)", (long long)drafted);
-	for (int i = 0; i < PM_MAX_SPEC_K; i++)
+	int64_t dc = 0, ac = 0;
+	for (int i = 0; i < PM_MAX_SPEC_K; i++) {
 		CHECK(m->accept_count[i] <= m->draft_count[i], "position %d accepted %lld > drafted %lld",
 		      i, (long long)m->accept_count[i], (long long)m->draft_count[i]);
+		dc += m->draft_count[i];
+		ac += m->accept_count[i];
+	}
+	CHECK(dc == drafted && ac == accepted,
+	      "per-position counts sum to %lld drafted, %lld accepted; the requests say %lld, %lld",
+	      (long long)dc, (long long)ac, (long long)drafted, (long long)accepted);
+	/* the run must have batched: some decode or verify step ran with
+	 * every slot busy (TimeCost counts a batch size's steps after the first) */
+	CHECK(m->decode_by_bs[bmax].count + m->verify_by_bs[bmax].count > 0,
+	      "b_max %d: no step ran a full batch", bmax);
 	pm_engine_free(e);
 }
 
@@ -884,6 +895,12 @@ static void test_spec_reject_backoff(const test_model *t)
 	CHECK(j.st.accepted_tokens == 0 && m->draft_count[0] >= 3 && m->draft_count[0] <= 5,
 	      "drafts %lld, accepted %d: want 3..5 rejected drafts", (long long)m->draft_count[0],
 	      j.st.accepted_tokens);
+	for (int i = 0; i < PM_MAX_SPEC_K; i++)
+		CHECK(m->accept_count[i] == 0, "position %d: %lld accepted, every draft was rejected", i,
+		      (long long)m->accept_count[i]);
+	CHECK(m->draft_count[0] * 4 == j.st.draft_tokens,
+	      "drafts of 4 tokens at position 0: %lld, draft tokens %d", (long long)m->draft_count[0],
+	      j.st.draft_tokens);
 	CHECK(m->kv_blocks_used == 0, "blocks leaked: %d", m->kv_blocks_used);
 	pm_engine_free(e);
 }
@@ -894,7 +911,7 @@ static void test_open_tiny(void)
 {
 	const char *path = getenv("PICOMETER_TINY_MODEL");
 	if (!path || !*path) {
-		printf("  (PICOMETER_TINY_MODEL unset: skipped)\n");
+		CHECK(0, "PICOMETER_TINY_MODEL is not set (run.sh sets it)");
 		return;
 	}
 	pm_engine *e = NULL;
