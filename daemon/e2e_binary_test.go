@@ -135,13 +135,16 @@ func TestE2EBinary(t *testing.T) {
 	if want := []string{"serving", `"emitter:`, `"shutting`, "stopped"}; !slices.Equal(msgs, want) {
 		t.Errorf("log messages %q, want %q; log:\n%s", msgs, want, logBuf.String())
 	}
-	var evs []schema.Event
-	waitFor(t, 5*time.Second, "the final snapshot", func() bool {
-		evs = sink.events()
-		return len(evs) > 0 && evs[len(evs)-1].Kind == schema.KindEngine
-	})
+	sink.drained()
 	lines := sink.lines()
+	if len(lines) != 1 {
+		t.Fatalf("%d connections to the sidecar, want 1", len(lines))
+	}
+	evs := sink.events()
 	evs = checkConnection(t, lines[0], evs[0].Boot)
+	if last := evs[len(evs)-1]; last.Kind != schema.KindEngine || last.RequestsFinished != 2 {
+		t.Errorf("last event %+v, want the final snapshot", last)
+	}
 	h := evs[0]
 	if h.Model != "picometer-tiny" || h.Config.BMax != 4 || h.Config.ContextLength != 256 || h.PID != cmd.Process.Pid {
 		t.Errorf("hello %+v", h.HelloBody)

@@ -401,7 +401,7 @@ func TestE2EDeadline(t *testing.T) {
 // TestE2EShutdown: SIGTERM-style shutdown lets a running stream finish and
 // flushes the final snapshot.
 func TestE2EShutdown(t *testing.T) {
-	ts := startPacedTiny(t, nil)
+	ts := startPacedTiny(t, noPeriodicSnapshots)
 	p := findLongPrompt(t)
 	_, wait := startStream(t, ts, greedy(p, 200, `,"stream":true`))
 	ts.shutdown()
@@ -409,8 +409,6 @@ func TestE2EShutdown(t *testing.T) {
 	if s.chunks[len(s.chunks)-1].finish() != "length" || s.data[len(s.data)-1] != "[DONE]" {
 		t.Errorf("stream cut by shutdown: %q", s.data[len(s.data)-2:])
 	}
-	waitFor(t, 5*time.Second, "the final snapshot", func() bool {
-		evs := ts.sink.events()
-		return len(evs) > 0 && evs[len(evs)-1].Kind == schema.KindEngine && evs[len(evs)-1].Running == 0
-	})
+	ts.sink.drained()
+	checkFinalSnapshot(t, ts.sink.events(), 1)
 }

@@ -51,15 +51,12 @@ func TestEmitterEvents(t *testing.T) {
 	ts.post("/v1/completions", `{"prompt":1}`) // one error event
 	time.Sleep(250 * time.Millisecond)         // a couple of periodic snapshots
 	ts.shutdown()
-	var evs []schema.Event
-	waitFor(t, 5*time.Second, "the final snapshot", func() bool {
-		conns := ts.sink.lines()
-		if len(conns) != 1 || len(conns[0]) == 0 {
-			return false
-		}
-		evs = checkConnection(t, conns[0], ts.d.BootID())
-		return evs[len(evs)-1].Kind == schema.KindEngine && len(evs) >= 13
-	})
+	ts.sink.drained()
+	conns := ts.sink.lines()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections, want 1", len(conns))
+	}
+	evs := checkConnection(t, conns[0], ts.d.BootID())
 	h := evs[0]
 	if h.Seq != 1 || h.Model != "fake-model" || h.Engine != EngineName || h.Daemon != Version || h.PID == 0 ||
 		h.Config.BMax != 8 || h.Config.ContextLength != 128 || h.Config.SpecK != 4 || h.Config.BlockSize != 16 || h.Config.PrefillChunk != 64 {

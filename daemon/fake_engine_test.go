@@ -27,6 +27,8 @@ type fakeEngine struct {
 	runLen    int                          // tokens per request per step (>1 emulates speculative runs); default 1
 	stepDelay time.Duration                // sleep per step with work
 	failAt    int                          // the Step call that fails (0: never)
+	panicAt   int                          // the Step call that panics (0: never)
+	panicSub  bool                         // Submit panics
 	gen       func(prompt []int32) []int32 // scripted output; then 'z' forever. Default: echo the prompt's bytes, then EOS (or <|end|> for chat)
 
 	next    native.ID
@@ -106,6 +108,9 @@ func (f *fakeEngine) Submit(prompt []int32, p native.Params) (native.ID, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.poison()
+	if f.panicSub {
+		panic("fake engine: injected panic in Submit")
+	}
 	switch {
 	case len(prompt) == 0 || len(prompt) >= f.info.ContextLength:
 		return 0, &native.Error{Status: native.StatusArg, Msg: "prompt: bad length"}
@@ -137,6 +142,10 @@ func (f *fakeEngine) Step() ([]native.Output, error) {
 	if f.failAt > 0 && f.stepCalls >= f.failAt {
 		f.mu.Unlock()
 		return nil, errors.New("fake engine: injected failure")
+	}
+	if f.panicAt > 0 && f.stepCalls == f.panicAt {
+		f.mu.Unlock()
+		panic("fake engine: injected panic")
 	}
 	for len(f.running) < f.cfg.BMax && len(f.waiting) > 0 {
 		r := f.waiting[0]

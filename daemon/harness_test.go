@@ -328,9 +328,10 @@ type socketSink struct {
 	ln    net.Listener
 	stall atomic.Bool // accept but do not read
 
-	mu    sync.Mutex
-	conns [][]string // lines per connection, in accept order
-	open  []net.Conn
+	mu     sync.Mutex
+	conns  [][]string // lines per connection, in accept order
+	open   []net.Conn
+	ended  int // connections read to their end
 }
 
 func listenSink(t testing.TB, path string) *socketSink {
@@ -376,6 +377,21 @@ func (s *socketSink) read(c net.Conn, idx int) {
 		s.conns[idx] = append(s.conns[idx], sc.Text())
 		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	s.ended++
+	s.mu.Unlock()
+}
+
+// drained waits until every connection has been read to its end (the
+// emitter closed it, as it does once Daemon.Shutdown has flushed), so
+// events() holds everything the daemon wrote.
+func (s *socketSink) drained() {
+	s.t.Helper()
+	waitFor(s.t, 5*time.Second, "the emitter's connections to close", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.ended == len(s.conns)
+	})
 }
 
 func (s *socketSink) closed(c net.Conn) bool {

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +61,8 @@ type loop struct {
 	stepsDropped int64               // step records the loop could not carry
 	nextDeadline int64
 	stopped      []*seq
+	submitting   *seq // the submission being answered
+	stopping     bool // ctlStop arrived: exit even after a panic
 
 	failedFlag atomic.Bool // the engine failed (for /health)
 }
@@ -166,32 +170,56 @@ func (l *loop) run() {
 	defer close(l.done)
 	ticker := time.NewTicker(l.interval)
 	defer ticker.Stop()
-	for {
-		if len(l.active) == 0 {
-			// Idle: block until something happens.
-			select {
-			case s := <-l.submitCh:
-				l.doSubmit(s)
-			case c := <-l.cancelCh:
-				l.doCancel(c.s, c.kind)
-			case r := <-l.snapCh:
-				r <- l.debugSnapshot()
-			case <-ticker.C:
-				l.emitSnapshot()
-			case m := <-l.ctlCh:
-				if l.doControl(m) {
-					return
-				}
+	for !l.iterate(ticker) {
+	}
+}
+
+// iterate runs one iteration of the loop and reports whether the loop must
+// exit. A panic (a bug in the daemon or the engine binding) does not crash
+// the daemon: it is logged and treated as an engine failure, so every
+// request gets an answer and an event, /health turns 503 and the daemon
+// keeps answering until it is restarted.
+func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.log.Error("BUG: panic in the engine loop", "panic", r, "stack", string(debug.Stack()))
+			err := fmt.Errorf("BUG: panic in the engine loop: %v", r)
+			if s := l.submitting; s != nil {
+				// Answer the submission in progress (its handler sends the
+				// request event); it must not also be finished below.
+				l.submitting = nil
+				delete(l.active, s.engID)
+				s.submitted <- errEngine(err)
+			}
+			l.fail(err)
+			exit = l.stopping
+		}
+	}()
+	if len(l.active) == 0 {
+		// Idle: block until something happens.
+		select {
+		case s := <-l.submitCh:
+			l.doSubmit(s)
+		case c := <-l.cancelCh:
+			l.doCancel(c.s, c.kind)
+		case r := <-l.snapCh:
+			r <- l.debugSnapshot()
+		case <-ticker.C:
+			l.emitSnapshot()
+		case m := <-l.ctlCh:
+			if l.doControl(m) {
+				return true
 			}
 		}
-		if l.poll(ticker) {
-			return
-		}
-		l.checkDeadlines()
-		if len(l.active) > 0 {
-			l.step()
-		}
 	}
+	if l.poll(ticker) {
+		return true
+	}
+	l.checkDeadlines()
+	if len(l.active) > 0 {
+		l.step()
+	}
+	return false
 }
 
 // poll handles whatever arrived on the channels, without blocking. It
@@ -219,32 +247,38 @@ func (l *loop) poll(ticker *time.Ticker) bool {
 }
 
 func (l *loop) doSubmit(s *seq) {
+	l.submitting = s
+	e := l.admit(s)
+	l.submitting = nil
+	s.submitted <- e
+}
+
+// admit submits s to the engine and returns the error to answer with, or
+// nil once s is active.
+func (l *loop) admit(s *seq) *apiError {
 	switch {
 	case l.draining:
-		s.submitted <- errShuttingDown
-		return
+		return errShuttingDown
 	case l.failed != nil:
-		s.submitted <- l.failed
-		return
+		return l.failed
 	}
 	id, err := l.eng.Submit(s.prompt, s.params)
 	if err != nil {
 		switch {
 		case errors.Is(err, native.ErrQueueFull):
-			s.submitted <- errQueueFull
+			return errQueueFull
 		case errors.Is(err, native.ErrArg):
-			s.submitted <- badRequest(s.promptParam(), "invalid_value", "The engine rejected the request: %v", err)
+			return badRequest(s.promptParam(), "invalid_value", "The engine rejected the request: %v", err)
 		default:
-			s.submitted <- errEngine(err)
+			return errEngine(err)
 		}
-		return
 	}
 	s.engID = id
 	l.active[id] = s
 	if s.deadline != 0 && (l.nextDeadline == 0 || s.deadline < l.nextDeadline) {
 		l.nextDeadline = s.deadline
 	}
-	s.submitted <- nil
+	return nil
 }
 
 func (s *seq) promptParam() string {
@@ -389,6 +423,7 @@ func (l *loop) doControl(m ctlMsg) (exit bool) {
 	case ctlAbort:
 		l.abortAll()
 	case ctlStop:
+		l.stopping = true
 		l.draining = true
 		l.abortAll()
 		l.emitSnapshot()

@@ -505,32 +505,93 @@ func firstErrorID(t *testing.T, ts *testServer, errType string) string {
 	return id
 }
 
+// TestEngineFailure: when the engine fails (an error from Step, or a panic
+// in the loop), every in-flight request fails with a 500 engine_error (an
+// error event on streams) and a request event, /health turns 503, later
+// requests get the same 500, and the daemon keeps answering.
 func TestEngineFailure(t *testing.T) {
+	for _, how := range []string{"error", "panic"} {
+		t.Run(how, func(t *testing.T) {
+			eng := newFakeEngine(1 << 20)
+			eng.gen = forever
+			eng.stepDelay = time.Millisecond
+			ts := startServer(t, eng, nil)
+			var wg sync.WaitGroup
+			results := make([]httpResult, 3)
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i] = ts.post("/v1/completions", fmt.Sprintf(`{"prompt":"r%d","max_tokens":1000000}`, i))
+				}()
+			}
+			var s *sse
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s = ts.stream("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`)
+			}()
+			waitFor(t, 5*time.Second, "4 running requests", func() bool { r, _ := eng.Load(); return r == 4 })
+			eng.observe(func() {
+				if how == "error" {
+					eng.failAt = eng.stepCalls + 1
+				} else {
+					eng.panicAt = eng.stepCalls + 1
+				}
+			})
+			wg.Wait()
+			for i, r := range results {
+				e := decodeError(t, r.body)
+				if r.status != 500 || e.Type != "server_error" || *e.Code != "engine_error" || !strings.Contains(e.Message, map[string]string{"error": "injected failure", "panic": "injected panic"}[how]) {
+					t.Errorf("request %d: %d %s", i, r.status, r.body)
+				}
+			}
+			if s.status != 200 || len(s.errs) != 1 || *s.errs[0].Code != "engine_error" || s.data[len(s.data)-1] != "[DONE]" {
+				t.Errorf("stream: %d %q", s.status, s.data)
+			}
+			if r := ts.do("GET", "/health", ""); r.status != 503 || string(r.body) != `{"status":"engine_failed"}` {
+				t.Errorf("health after failure: %d %s", r.status, r.body)
+			}
+			if r := ts.post("/v1/completions", `{"prompt":"x"}`); r.status != 500 {
+				t.Errorf("request after failure: %d %s", r.status, r.body)
+			}
+			if r := ts.do("GET", "/debug/engine_metrics", ""); r.status != 200 {
+				t.Errorf("debug metrics after failure: %d %s", r.status, r.body)
+			}
+			waitFor(t, 5*time.Second, "5 engine_error events", func() bool {
+				n := 0
+				for _, ev := range ts.sink.requests() {
+					if ev.ErrorType == schema.ErrEngine && ev.FinishReason == schema.FinishError {
+						n++
+					}
+				}
+				return n == 5
+			})
+			if !ts.log.contains(`level=ERROR msg="engine loop: the engine failed`) {
+				t.Errorf("engine failure not logged")
+			}
+		})
+	}
+}
+
+// TestSubmitPanic: a panic while a request is submitted answers it (500,
+// one request event) and fails the engine like any engine failure.
+func TestSubmitPanic(t *testing.T) {
 	eng := newFakeEngine(128)
-	eng.failAt = 3
+	eng.panicSub = true
 	ts := startServer(t, eng, nil)
-	r := ts.post("/v1/completions", `{"prompt":"abcdef","max_tokens":10}`)
-	e := decodeError(t, r.body)
-	if r.status != 500 || e.Type != "server_error" || *e.Code != "engine_error" || !strings.Contains(e.Message, "injected failure") {
+	r := ts.post("/v1/completions", `{"prompt":"x"}`)
+	if e := decodeError(t, r.body); r.status != 500 || *e.Code != "engine_error" || !strings.Contains(e.Message, "panic in Submit") {
 		t.Errorf("got %d %s", r.status, r.body)
 	}
-	if r := ts.do("GET", "/health", ""); r.status != 503 || string(r.body) != `{"status":"engine_failed"}` {
-		t.Errorf("health after failure: %d %s", r.status, r.body)
+	if r := ts.do("GET", "/health", ""); r.status != 503 {
+		t.Errorf("health: %d %s", r.status, r.body)
 	}
-	s := ts.stream("/v1/completions", `{"prompt":"x","stream":true}`)
-	if s.status != 500 {
-		t.Errorf("stream after failure: %d", s.status)
+	ts.shutdown()
+	ts.sink.drained()
+	if reqs := ts.sink.requests(); len(reqs) != 1 || reqs[0].ErrorType != schema.ErrEngine {
+		t.Errorf("request events %+v, want one engine_error", reqs)
 	}
-	n := 0
-	waitFor(t, 5*time.Second, "2 engine_error events", func() bool {
-		n = 0
-		for _, ev := range ts.sink.requests() {
-			if ev.ErrorType == schema.ErrEngine && ev.FinishReason == schema.FinishError {
-				n++
-			}
-		}
-		return n == 2
-	})
 }
 
 // TestClientDisconnect: a streaming client that goes away cancels its

@@ -38,7 +38,7 @@ func TestShutdownGrace(t *testing.T) {
 	eng := newFakeEngine(1 << 16)
 	eng.gen = forever
 	eng.stepDelay = 5 * time.Millisecond
-	ts := startServer(t, eng, nil)
+	ts := startServer(t, eng, noPeriodicSnapshots)
 	_, wait := startStream(t, ts, `{"prompt":"x","max_tokens":60,"stream":true}`)
 	var nonStream httpResult
 	var wg sync.WaitGroup
@@ -66,11 +66,27 @@ func TestShutdownGrace(t *testing.T) {
 	if _, err := testClient.Post(ts.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"z"}`)); err == nil {
 		t.Errorf("a new request after shutdown was served")
 	}
-	waitFor(t, 5*time.Second, "the final snapshot last", func() bool {
-		evs := ts.sink.events()
-		last := evs[len(evs)-1]
-		return last.Kind == schema.KindEngine && last.RequestsFinished == 2
-	})
+	ts.sink.drained()
+	checkFinalSnapshot(t, ts.sink.events(), 2)
+}
+
+// noPeriodicSnapshots makes the final snapshot the only one.
+func noPeriodicSnapshots(c *Config) { c.Metrics.SnapshotInterval = time.Hour }
+
+// checkFinalSnapshot checks that the only engine snapshot is the last
+// event and counts finished requests.
+func checkFinalSnapshot(t *testing.T, evs []schema.Event, finished int64) {
+	t.Helper()
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == schema.KindEngine {
+			n++
+		}
+	}
+	last := evs[len(evs)-1]
+	if n != 1 || last.Kind != schema.KindEngine || last.RequestsFinished != finished || last.Running != 0 || last.Waiting != 0 {
+		t.Errorf("%d snapshots; last event %s %+v, want the final snapshot with %d requests finished", n, last.Kind, last.EngineBody, finished)
+	}
 }
 
 // TestShutdownAborts: requests still running when the grace period ends
@@ -79,7 +95,7 @@ func TestShutdownAborts(t *testing.T) {
 	eng := newFakeEngine(1 << 20)
 	eng.gen = forever
 	eng.stepDelay = time.Millisecond
-	ts := startServer(t, eng, nil)
+	ts := startServer(t, eng, noPeriodicSnapshots)
 	_, wait := startStream(t, ts, `{"prompt":"x","max_tokens":1000000,"stream":true}`)
 	var nonStream httpResult
 	var wg sync.WaitGroup
@@ -102,16 +118,19 @@ func TestShutdownAborts(t *testing.T) {
 	if e := decodeError(t, nonStream.body); nonStream.status != 503 || *e.Code != "shutting_down" {
 		t.Errorf("aborted request: %d %s", nonStream.status, nonStream.body)
 	}
-	waitFor(t, 5*time.Second, "2 shutdown events and the final snapshot", func() bool {
-		evs := ts.sink.events()
-		n := 0
-		for _, ev := range evs {
-			if ev.Kind == schema.KindRequest && ev.FinishReason == schema.FinishAbort && ev.ErrorType == schema.ErrShutdown {
-				n++
-			}
+	ts.sink.drained()
+	evs := ts.sink.events()
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == schema.KindRequest && ev.FinishReason == schema.FinishAbort && ev.ErrorType == schema.ErrShutdown {
+			n++
 		}
-		return n == 2 && evs[len(evs)-1].Kind == schema.KindEngine
-	})
+	}
+	if n != 2 {
+		t.Errorf("%d shutdown request events, want 2", n)
+	}
+	checkFinalSnapshot(t, evs, 0)
+
 	if r, w := eng.Load(); r+w != 0 {
 		t.Errorf("engine still holds %d running, %d waiting", r, w)
 	}
