@@ -328,10 +328,10 @@ type socketSink struct {
 	ln    net.Listener
 	stall atomic.Bool // accept but do not read
 
-	mu     sync.Mutex
-	conns  [][]string // lines per connection, in accept order
-	open   []net.Conn
-	ended  int // connections read to their end
+	mu    sync.Mutex
+	conns [][]string // lines per connection, in accept order
+	open  []net.Conn
+	ended int // connections read to their end
 }
 
 func listenSink(t testing.TB, path string) *socketSink {
