@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -344,4 +345,42 @@ func BenchmarkDecodeRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestMLCMetrics checks every field of MLCMetrics against values worked out
+// by hand from its documented definitions (times are microseconds after
+// arrival; -1 means the moment never came).
+func TestMLCMetrics(t *testing.T) {
+	f := func(name string, b RequestBody, want MLCRequestMetrics) {
+		t.Helper()
+		got := b.MLCMetrics()
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
+		if got.PromptTokens != want.PromptTokens || got.CompletionTokens != want.CompletionTokens ||
+			got.PrefillTokens != want.PrefillTokens || got.DecodeTokens != want.DecodeTokens || got.JumpForwardTokens != 0 ||
+			!near(got.PrefillTokensPerS, want.PrefillTokensPerS) || !near(got.DecodeTokensPerS, want.DecodeTokensPerS) ||
+			!near(got.EndToEndLatencyS, want.EndToEndLatencyS) || !near(got.TTFTS, want.TTFTS) ||
+			!near(got.InterTokenLatencyS, want.InterTokenLatencyS) {
+			t.Errorf("%s:\n got %+v\nwant %+v", name, got, want)
+		}
+	}
+	// 12 prompt tokens prefilled from admission (120 us) to the first token
+	// (9.5 ms): 12 / 9.38 ms; 7 decode tokens from then to the finish
+	// (30.55 ms): 7 / 21.05 ms; MLC's inter-token latency is 30.55 ms / 8.
+	f("finished", RequestBody{AdmittedUS: 120, FirstTokenUS: 9500, LastTokenUS: 30500, FinishUS: 30550,
+		PromptTokens: 12, PrefillTokens: 12, DecodeTokens: 7, CompletionTokens: 8},
+		MLCRequestMetrics{PromptTokens: 12, CompletionTokens: 8, PrefillTokens: 12, DecodeTokens: 7,
+			PrefillTokensPerS: 12 / 0.00938, DecodeTokensPerS: 7 / 0.02105,
+			EndToEndLatencyS: 0.03055, TTFTS: 0.0095, InterTokenLatencyS: 0.03055 / 8})
+	// One token, from the prefill: no decode rate.
+	f("one token", RequestBody{AdmittedUS: 0, FirstTokenUS: 2000, LastTokenUS: 2000, FinishUS: 2000,
+		PromptTokens: 5, PrefillTokens: 5, CompletionTokens: 1},
+		MLCRequestMetrics{PromptTokens: 5, CompletionTokens: 1, PrefillTokens: 5,
+			PrefillTokensPerS: 5 / 0.002, EndToEndLatencyS: 0.002, TTFTS: 0.002, InterTokenLatencyS: 0.002})
+	// Cancelled mid-prefill: no token, so no TTFT and no rates.
+	f("aborted before the first token", RequestBody{AdmittedUS: 80, FirstTokenUS: -1, LastTokenUS: -1, FinishUS: 400,
+		PromptTokens: 40, PrefillTokens: 24},
+		MLCRequestMetrics{PromptTokens: 40, PrefillTokens: 24, EndToEndLatencyS: 0.0004})
+	// Rejected before admission.
+	f("failed", RequestBody{AdmittedUS: -1, FirstTokenUS: -1, LastTokenUS: -1, FinishUS: 35},
+		MLCRequestMetrics{EndToEndLatencyS: 0.000035})
 }
