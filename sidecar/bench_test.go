@@ -254,10 +254,11 @@ func BenchmarkRender(b *testing.B) {
 }
 
 // BenchmarkApply splits the per-event cost of a typical request (64 output
-// tokens, 71 histogram observations): "request" is the whole apply path
-// after decoding; "prom_updates" the 71 metrics.PrometheusHistogram.Update
+// tokens, 72 histogram observations): "request" is the whole apply path
+// after decoding; "prom_updates" the 72 metrics.PrometheusHistogram.Update
 // calls alone (a mutex each); "shadow_updates" the same observations into a
-// plain bucket array, for comparison; "decode" is decodeLine.
+// plain bucket array, for comparison; "decode" is a connection's decoder
+// (the request fast path) and "decode_schema" schema.Decode of the same line.
 func BenchmarkApply(b *testing.B) {
 	line := bytes.TrimSuffix(mustAppend(b, nil, typicalRequest("b1", 2)), []byte("\n"))
 	var ev schema.Event
@@ -270,9 +271,19 @@ func BenchmarkApply(b *testing.B) {
 	}
 	b.Run("decode", func(b *testing.B) {
 		var e schema.Event
+		var d lineDecoder
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := decodeLine(line, &e); err != nil {
+			if err := d.decode(line, &e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode_schema", func(b *testing.B) {
+		var e schema.Event
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := schema.Decode(line, &e); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -17,6 +17,9 @@
 // picometer_sidecar_decode_errors_total by its reason and skipped;
 // unsupported_version and line_too_long also close the connection.
 // Out-of-set label values are rejected (invalid_field), never new series.
+// Request lines in the form daemons write them take a fast path
+// (decode_request.go) that yields the same event as schema.Decode, which
+// decodes everything else; a differential fuzz test holds the two together.
 //
 // # Series and exactness
 //

@@ -100,6 +100,7 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 	c := a.Connect()
 	defer c.Close()
 	lr := newLineReader(r, maxLine)
+	var dec lineDecoder
 	var ev schema.Event
 	var st ConnStats
 	reads := -1
@@ -126,7 +127,7 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 			return st
 		}
 		st.Lines++
-		err = decodeLine(line, &ev)
+		err = dec.decode(line, &ev)
 		if err == nil {
 			err = c.Apply(&ev)
 		}

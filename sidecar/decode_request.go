@@ -1,0 +1,472 @@
+package sidecar
+
+import (
+	"math"
+	"strconv"
+	"unsafe"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// A request event is most of what a sidecar reads (one per finished request,
+// against one engine snapshot a second), and decoding it with
+// [schema.Decode] costs about as much as every other step of ingesting it
+// together. requestDecoder reads request lines of the exact form daemons
+// write ([schema.Append]: compact JSON, the schema's keys each at most once,
+// ASCII strings without escapes, plain numbers) in one pass without
+// reflection, and gives up on anything else, which [schema.Decode] then
+// decodes. The fast path is an optimisation, never a second dialect: for every
+// line it accepts, schema.Decode yields the same Event (a differential fuzz
+// test holds it to that), and the Event is validated by the same
+// [schema.Event.Validate].
+
+// requestDecoder is the per-connection state of the fast path: the boot id
+// of the last line, reused while the lines repeat it (a connection carries
+// one boot), so that a typical request line allocates only its id.
+type requestDecoder struct {
+	boot string
+}
+
+// requestKeys are a request's keys in the order daemons write them (the
+// order of schema.Header and schema.RequestBody), with their quotes and
+// colon: the decoder expects the next one and looks a key up only when
+// another comes.
+var requestKeys = [...]string{
+	rkV: `"v":`, rkKind: `"kind":`, rkBoot: `"boot":`, rkSeq: `"seq":`, rkTS: `"ts":`,
+	rkID: `"id":`, rkOperation: `"operation":`, rkStream: `"stream":`,
+	rkAdmitted: `"admitted_us":`, rkFirstToken: `"first_token_us":`, rkLastToken: `"last_token_us":`, rkFinish: `"finish_us":`,
+	rkPromptTokens: `"prompt_tokens":`, rkPrefillTokens: `"prefill_tokens":`, rkDecodeTokens: `"decode_tokens":`,
+	rkCompletionTokens: `"completion_tokens":`, rkDraftTokens: `"draft_tokens":`, rkAcceptedTokens: `"accepted_tokens":`,
+	rkFinishReason: `"finish_reason":`, rkErrorType: `"error_type":`, rkITL: `"itl_us":`, rkMetrics: `"metrics":`,
+}
+
+const (
+	rkV = iota
+	rkKind
+	rkBoot
+	rkSeq
+	rkTS
+	rkID
+	rkOperation
+	rkStream
+	rkAdmitted
+	rkFirstToken
+	rkLastToken
+	rkFinish
+	rkPromptTokens
+	rkPrefillTokens
+	rkDecodeTokens
+	rkCompletionTokens
+	rkDraftTokens
+	rkAcceptedTokens
+	rkFinishReason
+	rkErrorType
+	rkITL
+	rkMetrics
+)
+
+// mlcKeys are the keys of a request's "metrics" object, in the order of
+// schema.MLCRequestMetrics.
+var mlcKeys = [...]string{
+	mkPromptTokens: `"prompt_tokens":`, mkCompletionTokens: `"completion_tokens":`, mkPrefillTokens: `"prefill_tokens":`,
+	mkDecodeTokens: `"decode_tokens":`, mkJumpForwardTokens: `"jump_forward_tokens":`,
+	mkPrefillTokensPerS: `"prefill_tokens_per_s":`, mkDecodeTokensPerS: `"decode_tokens_per_s":`,
+	mkEndToEnd: `"end_to_end_latency_s":`, mkTTFT: `"ttft_s":`, mkITL: `"inter_token_latency_s":`,
+}
+
+const (
+	mkPromptTokens = iota
+	mkCompletionTokens
+	mkPrefillTokens
+	mkDecodeTokens
+	mkJumpForwardTokens
+	mkPrefillTokensPerS
+	mkDecodeTokensPerS
+	mkEndToEnd
+	mkTTFT
+	mkITL
+)
+
+// decode decodes line into ev if it is a request event the fast path reads,
+// and reports whether it did. When it returns false, ev holds anything and
+// the caller decodes the line with schema.Decode, which resets ev.
+func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
+	b := line
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	resetEvent(ev)
+	i := 1
+	var seen uint32
+	k := 0 // the key expected next
+	for {
+		k, i = nextKey(b, i, requestKeys[:], k)
+		if i < 0 || seen&(1<<k) != 0 {
+			// Another event's key, a newer daemon's, one in another case
+			// (which encoding/json-style decoders match too) or a repeat
+			// (schema.Decode keeps the last value).
+			return false
+		}
+		seen |= 1 << k
+		var s []byte
+		switch k {
+		case rkV:
+			ev.V, i = scanInt(b, i)
+		case rkKind:
+			if s, i = scanString(b, i); i < 0 || string(s) != schema.KindRequest {
+				return false // another kind: schema.Decode's business
+			}
+			ev.Kind = schema.KindRequest
+		case rkBoot:
+			if s, i = scanString(b, i); i >= 0 {
+				if string(s) != d.boot {
+					d.boot = string(s)
+				}
+				ev.Boot = d.boot
+			}
+		case rkSeq:
+			ev.Seq, i = scanDigits(b, i)
+		case rkTS:
+			ev.TimeUnixNano, i = scanInt64(b, i)
+		case rkID:
+			if s, i = scanString(b, i); i >= 0 {
+				ev.ID = string(s)
+			}
+		case rkOperation:
+			ev.Operation, i = scanClosed(b, i, schema.AttrOperation.Values)
+		case rkStream:
+			ev.Stream, i = scanBool(b, i)
+		case rkAdmitted:
+			ev.AdmittedUS, i = scanInt64(b, i)
+		case rkFirstToken:
+			ev.FirstTokenUS, i = scanInt64(b, i)
+		case rkLastToken:
+			ev.LastTokenUS, i = scanInt64(b, i)
+		case rkFinish:
+			ev.FinishUS, i = scanInt64(b, i)
+		case rkPromptTokens:
+			ev.PromptTokens, i = scanInt(b, i)
+		case rkPrefillTokens:
+			ev.PrefillTokens, i = scanInt(b, i)
+		case rkDecodeTokens:
+			ev.DecodeTokens, i = scanInt(b, i)
+		case rkCompletionTokens:
+			ev.CompletionTokens, i = scanInt(b, i)
+		case rkDraftTokens:
+			ev.DraftTokens, i = scanInt(b, i)
+		case rkAcceptedTokens:
+			ev.AcceptedTokens, i = scanInt(b, i)
+		case rkFinishReason:
+			ev.FinishReason, i = scanClosed(b, i, schema.FinishReasons)
+		case rkErrorType:
+			ev.ErrorType, i = scanClosed(b, i, schema.ErrorTypes)
+		case rkITL:
+			ev.ITLUS, i = scanInt64s(b, i, ev.ITLUS)
+		case rkMetrics:
+			i = scanMLC(b, i, &ev.Metrics)
+		}
+		if i < 0 || i >= len(b) {
+			return false
+		}
+		if b[i] == ',' {
+			i++
+			k++
+			continue
+		}
+		// b ends with the object's '}': it must be this one.
+		return b[i] == '}' && i == len(b)-1 && seen&(1<<rkKind) != 0
+	}
+}
+
+// nextKey reads the key at b[i:] (with its colon) and returns its index in
+// keys and the position after it, or i < 0 for a key not in keys. keys[want]
+// is tried first.
+func nextKey(b []byte, i int, keys []string, want int) (int, int) {
+	if want < len(keys) {
+		if k := keys[want]; len(b)-i >= len(k) && string(b[i:i+len(k)]) == k {
+			return want, i + len(k)
+		}
+	}
+	s, j := scanString(b, i)
+	if j < 0 || j >= len(b) || b[j] != ':' {
+		return 0, -1
+	}
+	for k, key := range keys {
+		if len(key) == len(s)+3 && string(s) == key[1:len(key)-2] {
+			return k, j + 1
+		}
+	}
+	return 0, -1
+}
+
+// scanMLC reads a request's "metrics" object.
+func scanMLC(b []byte, i int, m *schema.MLCRequestMetrics) int {
+	if i >= len(b) || b[i] != '{' {
+		return -1
+	}
+	i++
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	var seen uint32
+	k := 0
+	for {
+		k, i = nextKey(b, i, mlcKeys[:], k)
+		if i < 0 || seen&(1<<k) != 0 {
+			return -1
+		}
+		seen |= 1 << k
+		switch k {
+		case mkPromptTokens:
+			m.PromptTokens, i = scanInt64(b, i)
+		case mkCompletionTokens:
+			m.CompletionTokens, i = scanInt64(b, i)
+		case mkPrefillTokens:
+			m.PrefillTokens, i = scanInt64(b, i)
+		case mkDecodeTokens:
+			m.DecodeTokens, i = scanInt64(b, i)
+		case mkJumpForwardTokens:
+			m.JumpForwardTokens, i = scanInt64(b, i)
+		case mkPrefillTokensPerS:
+			m.PrefillTokensPerS, i = scanFloat(b, i)
+		case mkDecodeTokensPerS:
+			m.DecodeTokensPerS, i = scanFloat(b, i)
+		case mkEndToEnd:
+			m.EndToEndLatencyS, i = scanFloat(b, i)
+		case mkTTFT:
+			m.TTFTS, i = scanFloat(b, i)
+		case mkITL:
+			m.InterTokenLatencyS, i = scanFloat(b, i)
+		}
+		if i < 0 || i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case ',':
+			i++
+			k++
+		case '}':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// The scan functions read one value at b[i:] and return it with the
+// position after it, or a position < 0 for anything outside the subset the
+// fast path reads.
+
+// scanString reads a string of printable ASCII without escapes and returns
+// its bytes (valid until b changes).
+func scanString(b []byte, i int) ([]byte, int) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, -1
+	}
+	i++
+	for j := i; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i:j], j + 1
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return nil, -1
+		}
+	}
+	return nil, -1
+}
+
+// scanClosed reads a string and returns the member of values it equals (so
+// that it does not allocate), or a copy of it when it is none (validation
+// rejects it then, naming it).
+func scanClosed(b []byte, i int, values []string) (string, int) {
+	s, i := scanString(b, i)
+	if i < 0 {
+		return "", -1
+	}
+	for _, v := range values {
+		if string(s) == v {
+			return v, i
+		}
+	}
+	return string(s), i
+}
+
+func scanBool(b []byte, i int) (bool, int) {
+	switch {
+	case len(b)-i >= 4 && string(b[i:i+4]) == "true":
+		return true, i + 4
+	case len(b)-i >= 5 && string(b[i:i+5]) == "false":
+		return false, i + 5
+	}
+	return false, -1
+}
+
+// scanDigits reads the digits of an integer ("0" or no leading zero) as a
+// uint64; a number above math.MaxUint64 is not read.
+func scanDigits(b []byte, i int) (uint64, int) {
+	start := i
+	var u uint64
+	for ; i < len(b); i++ {
+		d := b[i] - '0'
+		if d > 9 {
+			break
+		}
+		if i-start >= 19 && (i-start >= 20 || u > (math.MaxUint64-uint64(d))/10) {
+			return 0, -1 // 19 digits cannot overflow; the 20th can
+		}
+		u = u*10 + uint64(d)
+	}
+	if n := i - start; n == 0 || (n > 1 && b[start] == '0') {
+		return 0, -1
+	}
+	return u, i
+}
+
+func scanInt64(b []byte, i int) (int64, int) {
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	u, i := scanDigits(b, i)
+	switch {
+	case i < 0:
+		return 0, -1
+	case neg && u <= 1<<63:
+		return int64(-u), i // -(1<<63) wraps to math.MinInt64
+	case !neg && u <= math.MaxInt64:
+		return int64(u), i
+	}
+	return 0, -1
+}
+
+func scanInt(b []byte, i int) (int, int) {
+	v, i := scanInt64(b, i)
+	if v < math.MinInt || v > math.MaxInt {
+		return 0, -1
+	}
+	return int(v), i
+}
+
+// scanInt64s reads an array of integers into dst[:0]. As with
+// schema.Decode, an empty array gives an empty, non-nil slice and null a nil
+// one (what a nil slice encodes to).
+func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
+	if len(b)-i >= 4 && string(b[i:i+4]) == "null" {
+		return nil, i + 4
+	}
+	if i >= len(b) || b[i] != '[' {
+		return dst, -1
+	}
+	i++
+	dst = dst[:0]
+	if dst == nil {
+		dst = make([]int64, 0, 64)
+	}
+	if i < len(b) && b[i] == ']' {
+		return dst, i + 1
+	}
+	for {
+		var v int64
+		if v, i = scanInt64(b, i); i < 0 || i >= len(b) {
+			return dst, -1
+		}
+		dst = append(dst, v)
+		switch b[i] {
+		case ',':
+			i++
+		case ']':
+			return dst, i + 1
+		default:
+			return dst, -1
+		}
+	}
+}
+
+// float64pow10 are the powers of ten a float64 holds exactly.
+var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// scanFloat reads a JSON number as a float64, correctly rounded: a mantissa
+// of at most 2^53 times or divided by an exact power of ten up to 10^22 is
+// one IEEE operation (Clinger's fast path); anything else goes to
+// strconv.ParseFloat. A number out of the float64 range is not read.
+func scanFloat(b []byte, i int) (float64, int) {
+	start := i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	intStart := i
+	var mant uint64
+	for ; i < len(b) && b[i]-'0' <= 9; i++ {
+		mant = mant*10 + uint64(b[i]-'0')
+	}
+	nd := i - intStart // digits accumulated in mant
+	if nd == 0 || (nd > 1 && b[intStart] == '0') {
+		return 0, -1
+	}
+	exp := 0
+	if i < len(b) && b[i] == '.' {
+		i++
+		fracStart := i
+		for ; i < len(b) && b[i]-'0' <= 9; i++ {
+			mant = mant*10 + uint64(b[i]-'0')
+		}
+		if i == fracStart {
+			return 0, -1
+		}
+		exp = fracStart - i
+		nd -= exp
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			eneg = b[i] == '-'
+			i++
+		}
+		expStart := i
+		e := 0
+		for ; i < len(b) && b[i]-'0' <= 9; i++ {
+			if e < 10000 {
+				e = e*10 + int(b[i]-'0')
+			}
+		}
+		if i == expStart {
+			return 0, -1
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if nd <= 19 && mant <= 1<<53 && exp >= -22 && exp <= 22 {
+		f := float64(mant)
+		if exp < 0 {
+			f /= float64pow10[-exp]
+		} else {
+			f *= float64pow10[exp]
+		}
+		if neg {
+			f = -f
+		}
+		return f, i
+	}
+	tok := b[start:i]
+	// ParseFloat does not keep its argument (its errors copy it).
+	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
+	if err != nil {
+		return 0, -1
+	}
+	return f, i
+}
+
+// resetEvent is schema.Decode's reset: ev is zeroed, its slices keep their
+// storage.
+func resetEvent(ev *schema.Event) {
+	itl, steps := ev.ITLUS[:0], ev.Steps[:0]
+	dec, dra, ver := ev.DecodeTimeByBatchSize[:0], ev.DraftTimeByBatchSize[:0], ev.VerifyTimeByBatchSize[:0]
+	*ev = schema.Event{}
+	ev.ITLUS, ev.Steps = itl, steps
+	ev.DecodeTimeByBatchSize, ev.DraftTimeByBatchSize, ev.VerifyTimeByBatchSize = dec, dra, ver
+}
