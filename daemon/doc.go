@@ -82,12 +82,17 @@
 // channel; each request's output is handed back through its own buffer, so
 // a slow client never slows the loop or other requests. Deadlines
 // (request_timeout) are enforced by the loop, not by socket write timeouts,
-// which would cut long streams. A streaming client that disconnects is
-// noticed at the next chunk's Flush and its request is cancelled (finish
-// reason abort, error type cancelled); a client that stops reading is
-// disconnected after stream_stall_timeout. A non-streamed request whose
-// client leaves is not noticed (fasthttp reports it only on write); its
-// deadline bounds the work.
+// which would cut long streams. A client that disconnects cancels its
+// request (finish reason abort, error type cancelled): a stream notices at
+// the next chunk's Flush; a request with nothing to write (non-streamed,
+// or a stream still queued or prefilling) peeks at its socket every 100 ms
+// (recv with MSG_PEEK, which consumes nothing) and notices the client's
+// FIN or reset. A client that stops reading a stream is disconnected after
+// stream_stall_timeout. Limits: a client that half-closes its sending side
+// after the request counts as gone (as in Go's net/http); one that has
+// pipelined another request before leaving, or whose host vanished without
+// a FIN, is not noticed before its deadline; on platforms other than Linux
+// only Flush errors are noticed.
 //
 // # Metrics events and shutdown
 //

@@ -371,6 +371,31 @@ func TestE2EDisconnect(t *testing.T) {
 	}
 }
 
+// TestE2EDisconnectNonStream: a client that leaves while its non-streamed
+// request runs cancels it in the engine.
+func TestE2EDisconnectNonStream(t *testing.T) {
+	ts := startPacedTiny(t, nil)
+	p := findLongPrompt(t)
+	conn := rawRequest(t, ts, "/v1/completions", greedy(p, 240, ""))
+	waitFor(t, 5*time.Second, "the request to run", func() bool {
+		var m schema.EngineBody
+		json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m)
+		return m.Running == 1
+	})
+	conn.Close()
+	var ev schema.Event
+	waitFor(t, 5*time.Second, "a cancelled request event", func() bool {
+		for _, e := range ts.sink.requests() {
+			ev = e
+			return true
+		}
+		return false
+	})
+	if ev.FinishReason != schema.FinishAbort || ev.ErrorType != schema.ErrCancelled || ev.CompletionTokens >= 240 {
+		t.Errorf("event %+v", ev.RequestBody)
+	}
+}
+
 func TestE2EQueueFull(t *testing.T) {
 	ts := startPacedTiny(t, func(c *Config) { c.Engine.BMax, c.Engine.MaxWaiting = 1, 0 })
 	p := findLongPrompt(t)

@@ -448,13 +448,14 @@ func (d *Daemon) fitContext(r *genRequest) *apiError {
 }
 
 // respond waits for a non-streamed request and writes its response. A
-// client that disconnects meanwhile is not noticed (fasthttp reports it
-// only on write); the request's deadline bounds the work.
+// client that disconnects meanwhile cancels the request (see [waiter]).
 func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 	var part, all outBuf
 	var res result
+	w := waiter{d: d, s: s, conn: ctx.Conn()}
+	defer w.stop()
 	for {
-		<-s.notify
+		w.wait()
 		var done bool
 		done, res = s.take(&part)
 		all.text = append(all.text, part.text...)
@@ -477,7 +478,8 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 // asked), a last chunk with the finish reason, the usage chunk when asked,
 // and data: [DONE]. An error after the header went out is an error event.
 // The first failed Flush means the client left: the request is cancelled
-// in the engine (finish reason abort, error type cancelled).
+// in the engine (finish reason abort, error type cancelled); so does a
+// client that leaves while its stream is silent (see [waiter]).
 func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -506,8 +508,10 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	}
 	var out outBuf
 	completion := 0
+	wt := waiter{d: d, s: s, conn: conn}
+	defer wt.stop()
 	for {
-		<-s.notify
+		wt.wait()
 		done, res := s.take(&out)
 		wrote := false
 		var start runEnd
