@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,7 +205,9 @@ func TestE2ECompletions(t *testing.T) {
 	ts := startTiny(t, nil)
 	for _, prompt := range []string{"Hello, picometer", "é€😀 ", "a"} {
 		// Non-streamed.
+		start := time.Now()
 		r := ts.post("/v1/completions", greedy(prompt, 40, ""))
+		wall := time.Since(start).Seconds()
 		if r.status != 200 {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
@@ -234,11 +237,14 @@ func TestE2ECompletions(t *testing.T) {
 			x["accepted_tokens"] > x["draft_tokens"] || x["decode_tokens"] < float64(u.CompletionTokens-1) {
 			t.Errorf("%q: usage.extra %v", prompt, x)
 		}
-		ev := ts.sink.request(c.ID)
-		if ev.CompletionTokens != u.CompletionTokens || ev.PromptTokens != u.PromptTokens || ev.FinishReason != c.finish() ||
-			len(ev.ITLUS) > ev.CompletionTokens || ev.DraftTokens != int(x["draft_tokens"]) {
-			t.Errorf("%q: event %+v does not match usage %+v", prompt, ev.RequestBody, u)
+		if x["e2e_s"] > wall {
+			t.Errorf("%q: e2e_s %v, but the client waited %vs", prompt, x["e2e_s"], wall)
 		}
+		ev := ts.sink.request(c.ID)
+		if ev.FinishReason != c.finish() || len(ev.ITLUS) >= ev.CompletionTokens {
+			t.Errorf("%q: event %+v does not match the response", prompt, ev.RequestBody)
+		}
+		checkUsage(t, u, ev)
 
 		// Streamed, same greedy request: same tokens, same text.
 		s := ts.stream("/v1/completions", greedy(prompt, 40, `,"stream":true,"stream_options":{"include_usage":true}`))
@@ -250,8 +256,9 @@ func TestE2ECompletions(t *testing.T) {
 		}
 		usage := s.chunks[len(s.chunks)-1].Usage
 		if !slices.Equal(sids, ids) || s.text() != c.text() || usage == nil || usage.CompletionTokens != len(sids) || s.data[len(s.data)-1] != "[DONE]" {
-			t.Errorf("%q: stream gave %d tokens %q (usage %+v), non-stream %d tokens %q", prompt, len(sids), s.text(), usage, len(ids), c.text())
+			t.Fatalf("%q: stream gave %d tokens %q (usage %+v), non-stream %d tokens %q", prompt, len(sids), s.text(), usage, len(ids), c.text())
 		}
+		checkUsage(t, usage, ts.sink.request(s.chunks[0].ID))
 	}
 }
 
@@ -319,19 +326,26 @@ func TestE2EBatching(t *testing.T) {
 	ts := startTiny(t, func(c *Config) { c.Engine.SpecK = 0 })
 	p := findLongPrompt(t)
 	var wg sync.WaitGroup
-	counts := make([]int, 8)
+	resps := make([]*completion, 8)
 	for i := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := decodeCompletionResponse(t, ts.post("/v1/completions", greedy(p, 200, "")).body)
-			counts[i] = c.Usage.CompletionTokens
+			resps[i] = decodeCompletionResponse(t, ts.post("/v1/completions", greedy(p, 200, "")).body)
 		}()
 	}
 	wg.Wait()
-	for i, n := range counts {
-		if n != 200 {
+	for i, c := range resps {
+		if n := c.Usage.CompletionTokens; n != 200 {
 			t.Errorf("request %d: %d tokens, want 200 (batching changed a greedy output?)", i, n)
+		}
+		// Without speculation every step emits one token: 199 ITL gaps,
+		// whose mean is the time per output token (up to µs truncation).
+		ev := ts.sink.request(c.ID)
+		checkUsage(t, c.Usage, ev)
+		x := c.Usage.Extra
+		if len(ev.ITLUS) != 199 || math.Abs(x["itl_mean_s"]-x["time_per_output_token_s"]) > 2e-6 {
+			t.Errorf("request %d: %d ITL gaps, itl_mean_s %v, time_per_output_token_s %v", i, len(ev.ITLUS), x["itl_mean_s"], x["time_per_output_token_s"])
 		}
 	}
 	r := ts.do("GET", "/debug/engine_metrics", "")

@@ -22,8 +22,14 @@ type respMeta struct {
 // facts its request event carries (schema.RequestBody), in seconds and
 // tokens per second. Definitions (DESIGN.md decision 3, MLC-LLM):
 //
+// Every time is on the engine's monotonic clock, from arrival: the moment
+// the daemon has read the whole HTTP request and its handler starts.
+//
 //	ttft_s                   arrival → first output token left the engine (queue + prefill)
 //	time_per_output_token_s  (last token − first token) / (completion tokens − 1); 0 with one token
+//	itl_mean_s, itl_max_s    mean and largest gap between consecutive engine steps that emitted
+//	                         tokens for the request (the request event's ITL gaps, which the
+//	                         sidecar observes one by one in the ITL histogram); 0 with one step
 //	e2e_s                    arrival → finish
 //	queue_s                  arrival → admission into an engine slot
 //	prefill_s                admission → first token
@@ -32,6 +38,9 @@ type respMeta struct {
 //	decode_tokens_per_s      decode tokens / decode_s (MLC-LLM)
 //	inter_token_latency_s    e2e_s / completion tokens (MLC-LLM's definition, not the ITL histogram)
 //	prompt/prefill/decode_tokens, draft_tokens, accepted_tokens, accept_rate (accepted / draft)
+//
+// A time whose moment never came (no first token: queue_s of a request
+// never admitted) is 0.
 func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 	dst = append(dst, `{"prompt_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.PromptTokens), 10)
@@ -56,11 +65,24 @@ func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 		if b.DraftTokens > 0 {
 			acceptRate = float64(b.AcceptedTokens) / float64(b.DraftTokens)
 		}
+		var itlSum, itlMax int64
+		for _, g := range b.ITLUS {
+			itlSum += g
+			itlMax = max(itlMax, g)
+		}
+		itlMean := 0.0
+		if len(b.ITLUS) > 0 {
+			itlMean = s(itlSum) / float64(len(b.ITLUS))
+		}
 		m := &b.Metrics
 		dst = append(dst, `,"extra":{"ttft_s":`...)
 		dst = appendFloat(dst, s(b.FirstTokenUS))
 		dst = append(dst, `,"time_per_output_token_s":`...)
 		dst = appendFloat(dst, tpot)
+		dst = append(dst, `,"itl_mean_s":`...)
+		dst = appendFloat(dst, itlMean)
+		dst = append(dst, `,"itl_max_s":`...)
+		dst = appendFloat(dst, s(itlMax))
 		dst = append(dst, `,"e2e_s":`...)
 		dst = appendFloat(dst, s(b.FinishUS))
 		dst = append(dst, `,"queue_s":`...)
