@@ -138,7 +138,8 @@ static void test_avx2_vs_portable(void)
 	fill(w, M * K, 1);
 	a->matmul(o1, M, x, w, R, K, 0, M);
 	p->matmul(o2, M, x, w, R, K, 0, M);
-	CHECK(max_rel(o1, o2, R * M) < 1e-3f, "matmul avx2 vs portable rel %g", max_rel(o1, o2, R * M));
+	/* measured: ~2e-5 (the two sets sum in different orders) */
+	CHECK(max_rel(o1, o2, R * M) < 2e-4f, "matmul avx2 vs portable rel %g", max_rel(o1, o2, R * M));
 	a->rmsnorm(o1, x, w, K, 1e-5f);
 	p->rmsnorm(o2, x, w, K, 1e-5f);
 	CHECK(max_rel(o1, o2, K) < 1e-5f, "rmsnorm rel %g", max_rel(o1, o2, K));
@@ -394,7 +395,9 @@ static void test_forward_vs_naive(const test_model *t, int kernel)
 		float d = fabsf(got[i] - want[i]);
 		worst = d > worst ? d : worst;
 	}
-	CHECK(worst < 2e-3f, "%s logits differ from the naive forward by %g",
+	/* measured: ~1e-6 (float32 against double); a 4x wrong RMSNorm
+	 * epsilon moves logits by ~3e-5 */
+	CHECK(worst < 1e-5f, "%s logits differ from the naive forward by %g",
 	      kname(e), worst);
 	free(got), free(want);
 	pm_engine_free(e);
