@@ -446,16 +446,7 @@ func (t *target) applyRequest(r *schema.RequestBody) {
 		}
 	}
 	if len(r.ITLUS) > 0 {
-		h := t.hist(&rs.itl, schema.IDInterTokenLatency, opl)
-		if h.shadow == nil {
-			for _, gap := range r.ITLUS {
-				h.prom.Update(seconds(gap))
-			}
-		} else {
-			for _, gap := range r.ITLUS {
-				h.observe(seconds(gap))
-			}
-		}
+		t.hist(&rs.itl, schema.IDInterTokenLatency, opl).observeMicros(r.ITLUS)
 	}
 	errType := ""
 	if r.FinishReason == schema.FinishError || r.FinishReason == schema.FinishAbort {

@@ -288,24 +288,9 @@ func BenchmarkApply(b *testing.B) {
 			}
 		}
 	})
-	b.Run("request", func(b *testing.B) {
-		a := NewAggregator(AggregatorOptions{Logger: discardLogger()})
-		c := a.Connect()
-		var h schema.Event
-		decodeLine(bytes.TrimSuffix(mustAppend(b, nil, testHello("b1", 1, "m")), []byte("\n")), &h)
-		if err := c.Apply(&h); err != nil {
-			b.Fatal(err)
-		}
-		seq := uint64(1)
-		b.ReportAllocs()
-		for b.Loop() {
-			seq++
-			ev.Seq = seq
-			if err := c.Apply(&ev); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	for _, otlp := range []bool{false, true} {
+		b.Run("request/otlp="+strconv.FormatBool(otlp), func(b *testing.B) { benchApplyRequest(b, ev, otlp) })
+	}
 	b.Run("prom_updates", func(b *testing.B) {
 		r := newRegistry()
 		h := r.newHist(schema.IDInterTokenLatency, testNow, false)
@@ -334,4 +319,27 @@ func BenchmarkApply(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(obs)), "observations")
 	})
+}
+
+// benchApplyRequest applies ev (a typical request) again and again, with
+// the OTLP histogram shadows or without.
+func benchApplyRequest(b *testing.B, ev schema.Event, otlp bool) {
+	a := NewAggregator(AggregatorOptions{Logger: discardLogger(), OTLP: otlp})
+	c := a.Connect()
+	var h schema.Event
+	if err := decodeLine(bytes.TrimSuffix(mustAppend(b, nil, testHello("b1", 1, "m")), []byte("\n")), &h); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Apply(&h); err != nil {
+		b.Fatal(err)
+	}
+	seq := uint64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		seq++
+		ev.Seq = seq
+		if err := c.Apply(&ev); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -311,13 +311,20 @@ func scanDigits(b []byte, i int) (uint64, int) {
 		if d > 9 {
 			break
 		}
-		if i-start >= 19 && (i-start >= 20 || u > (math.MaxUint64-uint64(d))/10) {
-			return 0, -1 // 19 digits cannot overflow; the 20th can
-		}
 		u = u*10 + uint64(d)
 	}
-	if n := i - start; n == 0 || (n > 1 && b[start] == '0') {
+	switch n := i - start; {
+	case n == 0 || (n > 1 && b[start] == '0') || n > 20:
 		return 0, -1
+	case n == 20:
+		// 19 digits cannot overflow a uint64; the 20th can.
+		var hi uint64
+		for _, c := range b[start : i-1] {
+			hi = hi*10 + uint64(c-'0')
+		}
+		if d := uint64(b[i-1] - '0'); hi > (math.MaxUint64-d)/10 {
+			return 0, -1
+		}
 	}
 	return u, i
 }
@@ -349,7 +356,8 @@ func scanInt(b []byte, i int) (int, int) {
 
 // scanInt64s reads an array of integers into dst[:0]. As with
 // schema.Decode, an empty array gives an empty, non-nil slice and null a nil
-// one (what a nil slice encodes to).
+// one (what a nil slice encodes to). Numbers of up to 18 digits (every ITL
+// gap) are read inline; longer ones by scanInt64.
 func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
 	if len(b)-i >= 4 && string(b[i:i+4]) == "null" {
 		return nil, i + 4
@@ -366,16 +374,42 @@ func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
 		return dst, i + 1
 	}
 	for {
+		start := i
+		neg := i < len(b) && b[i] == '-'
+		if neg {
+			i++
+		}
+		j := i
+		var u uint64
+		for ; j < len(b); j++ {
+			d := b[j] - '0'
+			if d > 9 {
+				break
+			}
+			u = u*10 + uint64(d)
+		}
 		var v int64
-		if v, i = scanInt64(b, i); i < 0 || i >= len(b) {
+		switch n := j - i; {
+		case n == 0 || (n > 1 && b[i] == '0'):
+			return dst, -1
+		case n > 18:
+			if v, j = scanInt64(b, start); j < 0 {
+				return dst, -1
+			}
+		case neg:
+			v = -int64(u)
+		default:
+			v = int64(u)
+		}
+		if j >= len(b) {
 			return dst, -1
 		}
 		dst = append(dst, v)
-		switch b[i] {
+		switch b[j] {
 		case ',':
-			i++
+			i = j + 1
 		case ']':
-			return dst, i + 1
+			return dst, j + 1
 		default:
 			return dst, -1
 		}
