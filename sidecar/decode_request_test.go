@@ -96,7 +96,8 @@ func fastPathLines(tb testing.TB) [][]byte {
 	}
 	for _, s := range []string{`"seq":-0`, `"seq":18446744073709551615`, `"seq":9999999999999999999`, `"seq":01`,
 		`"seq":1.0`, `"seq":1e2`, `"seq":null`, `"seq":"7"`, `"seq":7,"seq":8`, `"Seq":7`, `"seq" :7`, `"seq": 7`,
-		`"seq":7,"model":"m"`, `"seq":7,"future":1`, `"seq":7,"ts":-9223372036854775808`} {
+		`"seq":7,"model":"m"`, `"seq":7,"future":1`, `"seq":7,"ts":-9223372036854775808`, `"seq":7,"ts":-9223372036854775809`,
+		`"seq":18446744073709551616`, `"seq":99999999999999999999`, `"seq":100000000000000000000`, `"seq":10000000000000000000`} {
 		out = append(out, bytes.Replace(line, []byte(`"seq":7`), []byte(s), 1))
 	}
 	for _, s := range []string{`"id":""`, `"id":"a\"b"`, `"id":"a\u0041"`, "\"id\":\"\xc3\xa9\"", "\"id\":\"a\x01\"", `"id":"<&>"`} {
@@ -109,6 +110,9 @@ func fastPathLines(tb testing.TB) [][]byte {
 		bytes.Replace(line, []byte(`"stream":true`), []byte(`"stream":1`), 1),
 		bytes.Replace(line, []byte(`"itl_us":[3000,`), []byte(`"itl_us":[-1,`), 1),
 		bytes.Replace(line, []byte(`"itl_us":[3000,`), []byte(`"itl_us":[ 3000,`), 1),
+		bytes.Replace(line, []byte(`"itl_us":[3000,`), []byte(`"itl_us":[999999999999999999,1000000000000000000,-9223372036854775808,`), 1),
+		bytes.Replace(line, []byte(`"itl_us":[3000,`), []byte(`"itl_us":[9223372036854775808,`), 1),
+		bytes.Replace(line, []byte(`"itl_us":[3000,`), []byte(`"itl_us":[-0,00,`), 1),
 		append(bytes.Clone(line), ' '), append([]byte(" "), line...), line[:len(line)-1], append(bytes.Clone(line), '}'))
 	return out
 }
