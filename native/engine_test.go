@@ -619,6 +619,62 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestPrefillChunking: a long prompt is prefilled one chunk per step, so
+// a request that is decoding keeps emitting a token every step meanwhile,
+// and the long request's first token comes with its last chunk.
+func TestPrefillChunking(t *testing.T) {
+	_, ref := tinyModel(t)
+	const chunk = 16
+	e := open(t, func(c *Config) { c.BMax = 2; c.SpecK = 0; c.PrefillChunk = chunk })
+	long := prompt(7, 150) // 10 chunks: 9 of 16 tokens, then 6
+	chunks := (len(long) + chunk - 1) / chunk
+	short := longPrompt(t, ref, 3, 5, chunks+2)
+	a, err := e.Submit(short, Params{MaxTokens: chunks + 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outs, err := e.Step(); err != nil || len(outs) != 1 || outs[0].ID != a {
+		t.Fatalf("first step: %+v, %v", outs, err) // a's prefill and first token
+	}
+	b, err := e.Submit(long, Params{MaxTokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s schema.EngineBody
+	e.Snapshot(&s) // drop a's prefill record
+	for step := 1; step <= chunks; step++ {
+		outs, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[ID]int{}
+		for _, o := range outs {
+			got[o.ID] = len(o.Tokens)
+		}
+		if got[a] != 1 {
+			t.Errorf("step %d of b's prefill: a emitted %d tokens, want 1 (decoding must not stall)", step, got[a])
+		}
+		if _, ok := got[b]; ok != (step == chunks) {
+			t.Errorf("step %d of %d: b emitted %v (its first token belongs to its last chunk)", step, chunks, ok)
+		}
+	}
+	e.Snapshot(&s)
+	prefilled, prefills := 0, 0
+	for _, st := range s.Steps {
+		if st.Phase != schema.PhasePrefill {
+			continue
+		}
+		prefills++
+		prefilled += st.Tokens
+		if st.Tokens > chunk {
+			t.Errorf("a prefill step ran %d tokens of one slot, more than the chunk of %d", st.Tokens, chunk)
+		}
+	}
+	if prefills != chunks || prefilled != len(long) {
+		t.Errorf("%d prefill steps of %d tokens in all; want %d steps, %d tokens", prefills, prefilled, chunks, len(long))
+	}
+}
+
 // TestMetricsConsistency runs a mixed workload and checks the cumulative
 // engine metrics against the requests' own stats and the step records.
 func TestMetricsConsistency(t *testing.T) {
