@@ -190,7 +190,43 @@ func (a *Aggregator) newTarget(key targetKey) *target {
 	t.age = t.add(a.reg.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
 		return float64(a.now().UnixNano()-t.lastEvent.Load()) / 1e9
 	}, t.base...)).(*gaugeSeries)
+	t.startRequestSeries()
 	return t
+}
+
+// startRequestSeries creates the target's request series that every daemon
+// has, at zero, so that the first requests after a daemon connects show up
+// in rate() and increase() (a series born at its first observation has no
+// earlier sample to rise from). That is, for both operations: every request
+// histogram but the request duration of failures; the token counters;
+// requests_finished for every finish reason and requests_failed for every
+// error type. Per target that is 18 histograms and 34 counters (about 450
+// exposition lines). The request duration with error.type (22 histograms,
+// 550 lines) is left to the first failure of each kind: failure rates come
+// from requests_failed, which starts at zero.
+func (t *target) startRequestSeries() {
+	for op, name := range schema.AttrOperation.Values {
+		rs := &t.req[op]
+		opl := label{schema.AttrOperation, name}
+		for _, h := range []struct {
+			slot  **histSeries
+			famID string
+		}{
+			{&rs.ttft, schema.IDTTFT}, {&rs.tpot, schema.IDTimePerOutputToken}, {&rs.duration, schema.IDRequestDuration},
+			{&rs.itl, schema.IDInterTokenLatency}, {&rs.queue, schema.IDQueueDuration}, {&rs.prefill, schema.IDPrefillDuration},
+			{&rs.decode, schema.IDDecodeDuration}, {&rs.promptLen, schema.IDRequestPromptLength}, {&rs.genLen, schema.IDRequestGenLength},
+		} {
+			t.hist(h.slot, h.famID, opl)
+		}
+		t.counter(&rs.promptTokens, schema.IDPromptTokens, opl)
+		t.counter(&rs.genTokens, schema.IDGenerationTokens, opl)
+		for f, fr := range schema.FinishReasons {
+			t.counter(&rs.finished[f], schema.IDRequestsFinished, opl, label{schema.AttrFinishReason, fr})
+		}
+		for e, et := range schema.ErrorTypes {
+			t.counter(&rs.failed[e], schema.IDRequestsFailed, opl, label{schema.AttrErrorType, et})
+		}
+	}
 }
 
 func (t *target) add(s series) series {

@@ -32,7 +32,8 @@ func newExpected() *expected {
 	return &expected{hist: map[string]*expHist{}, counters: map[string]float64{}}
 }
 
-func (e *expected) observe(famID string, labels map[string]string, v float64) {
+// histogram returns the expected histogram series, empty at first.
+func (e *expected) histogram(famID string, labels map[string]string) *expHist {
 	f := schema.Lookup(famID)
 	key := seriesKey(f.PromName(), labels)
 	h := e.hist[key]
@@ -40,6 +41,33 @@ func (e *expected) observe(famID string, labels map[string]string, v float64) {
 		h = &expHist{name: f.PromName(), labels: labels, bounds: f.Buckets, counts: make([]uint64, len(f.Buckets)+1)}
 		e.hist[key] = h
 	}
+	return h
+}
+
+// startTarget expects the request series a daemon's hello starts at zero:
+// for both operations every request histogram but the duration of failures,
+// the token counters, requests_finished by every finish reason and
+// requests_failed by every error type.
+func (e *expected) startTarget(model string) {
+	for _, op := range schema.AttrOperation.Values {
+		l := map[string]string{"gen_ai_request_model": model, "engine": "picometer", "gen_ai_operation_name": op}
+		for _, id := range []string{schema.IDTTFT, schema.IDTimePerOutputToken, schema.IDRequestDuration, schema.IDInterTokenLatency,
+			schema.IDQueueDuration, schema.IDPrefillDuration, schema.IDDecodeDuration, schema.IDRequestPromptLength, schema.IDRequestGenLength} {
+			e.histogram(id, l)
+		}
+		e.add(schema.IDPromptTokens, l, 0)
+		e.add(schema.IDGenerationTokens, l, 0)
+		for _, fr := range schema.FinishReasons {
+			e.add(schema.IDRequestsFinished, with(l, "finish_reason", fr), 0)
+		}
+		for _, et := range schema.ErrorTypes {
+			e.add(schema.IDRequestsFailed, with(l, "error_type", et), 0)
+		}
+	}
+}
+
+func (e *expected) observe(famID string, labels map[string]string, v float64) {
+	h := e.histogram(famID, labels)
 	h.counts[sort.SearchFloat64s(h.bounds, v)]++ // the first bound >= v: "le" is inclusive
 	h.sum += v
 	h.count++
@@ -174,6 +202,7 @@ func TestExactness(t *testing.T) {
 	s := newSim(t, "0123456789abcdef", "exact-model")
 	var data bytes.Buffer
 	data.Write(s.hello())
+	want.startTarget("exact-model")
 	totalGaps := 0
 	for i := range n {
 		r := randomRequest(rng, i)
@@ -186,15 +215,7 @@ func TestExactness(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	prom := parseExposition(t, exposition(a))
-	// Only the request families: the self-metrics are checked elsewhere.
-	got := map[string]float64{}
-	for k, v := range prom {
-		name, _, _ := strings.Cut(k, "{")
-		if f := schema.ByPromName(name); f != nil && f.Source == schema.SourceRequest {
-			got[k] = v
-		}
-	}
-	if d := diffSeries(got, want.series()); d != "" {
+	if d := diffSeries(requestSeries(prom), want.series()); d != "" {
 		t.Fatalf("exposition differs from the events:\n%s", d)
 	}
 	itl := prom[seriesKey("picometer_request_inter_token_latency_seconds_count",
@@ -207,6 +228,47 @@ func TestExactness(t *testing.T) {
 	if d := diffSeries(otelSeries(t, collect(t, a)), prom); d != "" {
 		t.Fatalf("OTel differs from the exposition:\n%s", d)
 	}
+}
+
+// requestSeries keeps the series of the request families (the
+// self-metrics and engine families are checked elsewhere).
+func requestSeries(prom map[string]float64) map[string]float64 {
+	got := map[string]float64{}
+	for k, v := range prom {
+		name, _, _ := strings.Cut(k, "{")
+		if f := schema.ByPromName(name); f != nil && f.Source == schema.SourceRequest {
+			got[k] = v
+		}
+	}
+	return got
+}
+
+// TestHelloStartsRequestSeries: a daemon's hello alone starts its request
+// series at zero (startTarget says which), on both outputs; a second boot of
+// the same model and engine adds none.
+func TestHelloStartsRequestSeries(t *testing.T) {
+	a := newTestAggregator(true)
+	oc := open(a)
+	oc.send(t, newSim(t, "0123456789abcdef", "zero-model").hello())
+	waitApplied(t, a, kindHello, 1)
+	want := newExpected()
+	want.startTarget("zero-model")
+	prom := parseExposition(t, exposition(a))
+	if d := diffSeries(requestSeries(prom), want.series()); d != "" {
+		t.Fatalf("after a hello:\n%s", d)
+	}
+	if d := diffSeries(otelSeries(t, collect(t, a)), prom); d != "" {
+		t.Fatalf("OTel differs from the exposition:\n%s", d)
+	}
+	n := len(prom)
+	oc2 := open(a)
+	oc2.send(t, newSim(t, "fedcba9876543210", "zero-model").hello())
+	waitApplied(t, a, kindHello, 2)
+	if got := len(parseExposition(t, exposition(a))); got != n {
+		t.Fatalf("a second boot of the target changed the series from %d to %d", n, got)
+	}
+	oc.close()
+	oc2.close()
 }
 
 // snapshot builds an engine body from cumulative counters.

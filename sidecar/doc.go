@@ -30,7 +30,12 @@
 // one ITL observation per gap, queue, prefill and decode phases; prompt and
 // generation token counters; prompt and generation length histograms for
 // requests that reached the engine (admitted); finished requests by finish
-// reason, failed ones by error type.
+// reason, failed ones by error type. A target's first hello starts its
+// request series at zero, so that rate() sees the first requests: for both
+// operations every request histogram (but the duration of failures, which
+// appears with its first failure of each error type), the token counters,
+// requests_finished by every finish reason and requests_failed by every
+// error type (18 histograms and 34 counters, about 450 exposition lines).
 //
 // Engine snapshots are cumulative per boot. An exported engine counter is
 // the sum over the target's boots of their latest cumulative values, plus
