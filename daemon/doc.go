@@ -67,7 +67,10 @@
 // Errors are OpenAI-shaped {"error":{"message","type","param","code"}}:
 // 400 invalid_request_error, 401 authentication_error (when api_keys are
 // set; /v1/* only), 404 not_found_error, 405 with an Allow header, 413 for a
-// body over max_body_bytes, 429 rate_limit_error (code queue_full, with
+// body over max_body_bytes (before the body is sent when the client asks
+// Expect: 100-continue; otherwise after reading and discarding up to 64 MiB
+// of it, so that the client reads the 413 rather than a connection reset),
+// 429 rate_limit_error (code queue_full, with
 // Retry-After: 1) when the engine's waiting queue is full (429 rather than
 // 503: the server is healthy, the client should retry later), 500
 // server_error on an engine failure, 503 while shutting down, 504 (code

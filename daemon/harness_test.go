@@ -382,15 +382,16 @@ func (s *socketSink) read(c net.Conn, idx int) {
 	s.mu.Unlock()
 }
 
-// drained waits until every connection has been read to its end (the
-// emitter closed it, as it does once Daemon.Shutdown has flushed), so
-// events() holds everything the daemon wrote.
+// drained waits until the emitter has connected and every connection has
+// been read to its end (the emitter closed it, as it does once
+// Daemon.Shutdown has flushed), so events() holds everything the daemon
+// wrote.
 func (s *socketSink) drained() {
 	s.t.Helper()
 	waitFor(s.t, 5*time.Second, "the emitter's connections to close", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.ended == len(s.conns)
+		return len(s.conns) > 0 && s.ended == len(s.conns)
 	})
 }
 

@@ -81,6 +81,7 @@ type Daemon struct {
 
 	ids      atomic.Uint64
 	draining atomic.Bool
+	chunked  chunkedOps
 }
 
 // New starts the engine loop (and the emitter, unless cfg.Metrics.Socket
@@ -112,6 +113,8 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 	d.srv = &fasthttp.Server{
 		Handler:            d.handle,
 		ErrorHandler:       d.handleError,
+		ExpectHandler:      d.expect,
+		HeaderReceived:     d.chunked.headerReceived,
 		Name:               "picometerd",
 		MaxRequestBodySize: cfg.MaxBodyBytes,
 		ReadTimeout:        cfg.ReadTimeout,
@@ -216,6 +219,7 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 			d.bug(ctx, r)
 		}
 	}()
+	d.chunked.take(&ctx.Request.Header)
 	path := ctx.Path()
 	switch string(path) {
 	case pathCompletions:
@@ -297,12 +301,15 @@ func (d *Daemon) authorized(ctx *fasthttp.RequestCtx) bool {
 // handleError answers requests fasthttp could not read: an OpenAI-shaped
 // 413 for a body over the limit (counted as a request event when it was
 // meant for a completions endpoint), 408 for a read timeout, 400 else.
+// fasthttp closes the connection afterwards, so before a 413 the rest of
+// the body is read and discarded (see drainBody).
 func (d *Daemon) handleError(ctx *fasthttp.RequestCtx, err error) {
 	var e *apiError
 	var netErr *net.OpError
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		e = errTooLarge(d.cfg.MaxBodyBytes)
+		drainBody(ctx.Conn(), ctx.Request.Header.ContentLength())
 	case errors.As(err, &netErr) && netErr.Timeout():
 		e = &apiError{Status: fasthttp.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
 			Message: "Timed out reading the request.", Kind: schema.ErrInvalidRequest}
@@ -310,8 +317,62 @@ func (d *Daemon) handleError(ctx *fasthttp.RequestCtx, err error) {
 		e = badRequest("", "malformed_http", "Malformed HTTP request: %v", err)
 	}
 	e.write(ctx)
+	op := d.chunked.take(&ctx.Request.Header)
+	if p := opOf(ctx.Path()); p != "" {
+		op = p
+	}
+	if op != "" {
+		d.emitError(d.newID(op), op, false, e, d.clock())
+	}
+}
+
+// expect answers "Expect: 100-continue": a body announced over the limit
+// gets its 413 at once, before the client sends it (RFC 9110 §10.1.1).
+func (d *Daemon) expect(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() <= d.cfg.MaxBodyBytes {
+		return fasthttp.StatusContinue
+	}
+	e := errTooLarge(d.cfg.MaxBodyBytes)
+	e.write(ctx)
 	if op := opOf(ctx.Path()); op != "" {
 		d.emitError(d.newID(op), op, false, e, d.clock())
+	}
+	return e.Status
+}
+
+// Bounds of drainBody.
+const (
+	maxDrainBytes = 64 << 20
+	drainTime     = 2 * time.Second
+	drainQuiet    = 50 * time.Millisecond
+)
+
+// drainBody reads and discards what a client still sends of a body over
+// the limit (contentLength bytes in all; 0 or less: unknown), at most
+// maxDrainBytes and for at most drainTime, stopping after drainQuiet
+// without data. Closing a socket with unread data resets the connection,
+// which destroys the 413 before the client reads it; a client that sent
+// more than the bounds may still see a reset.
+func drainBody(conn net.Conn, contentLength int) {
+	if conn == nil {
+		return
+	}
+	end := time.Now().Add(drainTime)
+	buf := make([]byte, 32<<10)
+	total := 0
+	for total < maxDrainBytes && (contentLength <= 0 || total < contentLength) {
+		deadline := time.Now().Add(drainQuiet)
+		if deadline.After(end) {
+			deadline = end
+		}
+		if err := conn.SetReadDeadline(deadline); err != nil {
+			return
+		}
+		n, err := conn.Read(buf)
+		total += n
+		if err != nil {
+			return
+		}
 	}
 }
 

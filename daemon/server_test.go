@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -432,26 +434,92 @@ func TestAPIKeys(t *testing.T) {
 	})
 }
 
+// TestBodyTooLarge: a body over max_body_bytes gets an OpenAI-shaped 413
+// and a request event, whatever its size and framing (the client must read
+// the 413, not a connection reset), and at once when the client asks
+// "Expect: 100-continue" (the body is never sent).
 func TestBodyTooLarge(t *testing.T) {
 	eng := newFakeEngine(128)
 	ts := startServer(t, eng, func(c *Config) { c.MaxBodyBytes = 2048 })
-	r := ts.post("/v1/completions", `{"prompt":"`+strings.Repeat("a", 4096)+`"}`)
-	e := decodeError(t, r.body)
-	if r.status != 413 || e.Type != "invalid_request_error" || *e.Code != "payload_too_large" || !strings.Contains(e.Message, "2048 bytes") {
-		t.Errorf("got %d %s", r.status, r.body)
+	check := func(name string, status int, body []byte) {
+		t.Helper()
+		e := decodeError(t, body)
+		if status != 413 || e.Type != "invalid_request_error" || *e.Code != "payload_too_large" || !strings.Contains(e.Message, "2048 bytes") {
+			t.Errorf("%s: got %d %s", name, status, body)
+		}
 	}
-	waitFor(t, 5*time.Second, "a payload_too_large event", func() bool {
+	n := 0
+	for _, size := range []int{4 << 10, 1 << 20, 8 << 20} {
+		for _, chunked := range []bool{false, true} {
+			name := fmt.Sprintf("%d bytes, chunked %v", size, chunked)
+			body := `{"prompt":"` + strings.Repeat("a", size) + `"}`
+			req, err := http.NewRequest("POST", ts.url+"/v1/completions", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if chunked {
+				req.ContentLength = -1
+			}
+			resp, err := testClient.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			check(name, resp.StatusCode, b)
+			n++
+		}
+	}
+	// Expect: 100-continue with a body announced over the limit: the 413
+	// comes without the body being sent.
+	conn := rawConn(t, ts)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 1<<30)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	check("expect 100-continue", resp.StatusCode, b)
+	n++
+	waitFor(t, 5*time.Second, "a payload_too_large event per 413", func() bool {
+		k := 0
 		for _, ev := range ts.sink.requests() {
-			if ev.ErrorType == schema.ErrPayloadTooLarge && ev.Operation == schema.OpTextCompletion {
-				return true
+			if ev.ErrorType == schema.ErrPayloadTooLarge && ev.FinishReason == schema.FinishError {
+				k++
 			}
 		}
-		return false
+		return k == n
 	})
+	// Expect: 100-continue with a body within the limit is served.
+	conn = rawConn(t, ts)
+	body := `{"prompt":"ok"}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", len(body))
+	br := bufio.NewReader(conn)
+	if line, _ := br.ReadString('\n'); line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("got %q, want 100 Continue", line)
+	}
+	br.ReadString('\n')
+	conn.Write([]byte(body))
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Errorf("expect 100-continue within the limit: %v %v", resp, err)
+	}
 	// The server still serves.
 	if r := ts.post("/v1/completions", `{"prompt":"ok"}`); r.status != 200 {
 		t.Errorf("after a 413: %d %s", r.status, r.body)
 	}
+}
+
+// rawConn dials the test server.
+func rawConn(t *testing.T, ts *testServer) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // TestQueueFull fills the one slot and the one waiting place, then expects
