@@ -302,3 +302,33 @@ func TestEmitterGapBudget(t *testing.T) {
 		t.Errorf("dropped %d events, want 2", got)
 	}
 }
+
+// TestEmitterBackoffCapped: while the sidecar is away the emitter retries
+// with exponential backoff, but never waits longer than BackoffMax: after
+// a long outage it connects within about BackoffMax of the sidecar's return
+// (uncapped, the wait would have grown to seconds).
+func TestEmitterBackoffCapped(t *testing.T) {
+	cfg := DefaultConfig().Metrics
+	cfg.Socket = filepath.Join(socketDir(t), "late.sock")
+	cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 20*time.Millisecond
+	hello := schema.HelloBody{PID: 1, Model: "m", Engine: "e", Daemon: Version,
+		Config: schema.EngineConfig{BMax: 1, ContextLength: 16, BlockSize: 16, KVBlocks: 1, PrefillChunk: 16}}
+	e := NewEmitter(cfg, "b00t", hello, slog.New(slog.DiscardHandler), time.Now)
+	defer e.Close(time.Second)
+	s := seq{id: "x", op: schema.OpTextCompletion}
+	e.Request(&schema.Request{RequestBody: requestBody(&s, nil, schema.FinishError, schema.ErrOther, 0)})
+	time.Sleep(1500 * time.Millisecond) // 1 ms doubled 11 times would be 2 s
+	start := time.Now()
+	sink := listenSink(t, cfg.Socket)
+	waitFor(t, 5*time.Second, "the hello and the queued event", func() bool {
+		c := sink.lines()
+		return len(c) == 1 && len(c[0]) == 2
+	})
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Errorf("connected %s after the sidecar came back; the backoff is capped at %s", d, cfg.BackoffMax)
+	}
+	evs := checkConnection(t, sink.lines()[0], "b00t")
+	if evs[0].Seq != 1 || evs[1].Seq != 2 || evs[1].ID != "x" {
+		t.Errorf("events %+v", evs)
+	}
+}
