@@ -145,6 +145,33 @@ func TestBucketsContainOTelAdvice(t *testing.T) {
 	}
 }
 
+// TestBucketsAreTheSpecs pins the bounds to the published lists, written
+// out here rather than taken from schema/ (where a typo in an advice list
+// would also be "contained" in the buckets built next to it): the
+// OpenTelemetry GenAI semantic conventions' ExplicitBucketBoundaries advice,
+// and vLLM's TTFT (22) and inter-token latency (19) bounds (DESIGN.md
+// decision 2).
+func TestBucketsAreTheSpecs(t *testing.T) {
+	f := func(name string, got, want []float64) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Errorf("%s:\n got %v\nwant %v", name, got, want)
+		}
+	}
+	otelTTFT := []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	otelTPOT := []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	otelDuration := []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	vllmTTFT := []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+		20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	vllmITL := []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	f("OTelTTFTAdvice", OTelTTFTAdvice, otelTTFT)
+	f("OTelTPOTAdvice", OTelTPOTAdvice, otelTPOT)
+	f("OTelRequestDurationAdvice", OTelRequestDurationAdvice, otelDuration)
+	f(IDTTFT, Lookup(IDTTFT).Buckets, vllmTTFT)
+	f(IDTimePerOutputToken, Lookup(IDTimePerOutputToken).Buckets, vllmITL)
+	f(IDInterTokenLatency, Lookup(IDInterTokenLatency).Buckets, vllmITL)
+}
+
 func TestBuckets125(t *testing.T) {
 	got := Buckets125(600)
 	want := []float64{1, 2, 5, 10, 20, 50, 100, 200, 500}
