@@ -41,9 +41,11 @@ type Config struct {
 	// enforced by the engine loop (finish reason abort, error type timeout).
 	// Default "300s".
 	RequestTimeout time.Duration `toml:"request_timeout"`
-	// StreamStallTimeout bounds how long a streamed response may wait on a
-	// client that does not read (a write deadline refreshed before every
-	// chunk; it never cuts a stream that is being read). Default "60s".
+	// StreamStallTimeout bounds how long a response, streamed or not, may
+	// wait on a client that does not read: a write deadline armed before
+	// each response and each batch of stream chunks, so it never cuts a
+	// stream that is being read, however long, nor one whose engine is
+	// silent for a while. Default "60s".
 	StreamStallTimeout time.Duration `toml:"stream_stall_timeout"`
 	// ReadTimeout bounds reading a request's header and body. Default "30s".
 	ReadTimeout time.Duration `toml:"read_timeout"`

@@ -218,6 +218,7 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		if r := recover(); r != nil {
 			d.bug(ctx, r)
 		}
+		d.armWrite(ctx.Conn())
 	}()
 	d.chunked.take(&ctx.Request.Header)
 	path := ctx.Path()
@@ -324,6 +325,7 @@ func (d *Daemon) handleError(ctx *fasthttp.RequestCtx, err error) {
 	if op != "" {
 		d.emitError(d.newID(op), op, false, e, d.clock())
 	}
+	d.armWrite(ctx.Conn())
 }
 
 // expect answers "Expect: 100-continue": a body announced over the limit
@@ -337,6 +339,7 @@ func (d *Daemon) expect(ctx *fasthttp.RequestCtx) int {
 	if op := opOf(ctx.Path()); op != "" {
 		d.emitError(d.newID(op), op, false, e, d.clock())
 	}
+	d.armWrite(ctx.Conn())
 	return e.Status
 }
 
@@ -548,11 +551,7 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 			d.loop.cancel(s, schema.ErrOther)
 		}
 	}()
-	stall := d.cfg.StreamStallTimeout
 	flush := func() bool {
-		if conn != nil {
-			conn.SetWriteDeadline(time.Now().Add(stall))
-		}
 		if err := w.Flush(); err != nil {
 			d.loop.cancel(s, schema.ErrCancelled)
 			return false
@@ -561,6 +560,7 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	}
 	buf := make([]byte, 0, 512)
 	if m.op == schema.OpChat {
+		d.armWrite(conn)
 		buf = m.appendRoleChunk(buf)
 		w.Write(buf)
 		if !flush() {
@@ -574,6 +574,12 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	for {
 		wt.wait()
 		done, res := s.take(&out)
+		if len(out.runs) > 0 || done {
+			// Before anything reaches the connection (a large write
+			// flushes by itself): the engine may have been silent for
+			// longer than the stall timeout.
+			d.armWrite(conn)
+		}
 		wrote := false
 		var start runEnd
 		for _, end := range out.runs {
@@ -599,14 +605,24 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 			buf = append(buf, sseDone...)
 			w.Write(buf)
 			flush()
-			if conn != nil {
-				conn.SetWriteDeadline(time.Time{})
-			}
 			return
 		}
 		if wrote && !flush() {
 			return
 		}
+	}
+}
+
+// armWrite gives the writes about to happen on conn stream_stall_timeout
+// to complete. fasthttp's WriteTimeout cannot do it (it would cut long
+// streams), and without a deadline a client that stops reading would hold
+// its connection and goroutine forever. Every response arms it: handle
+// when it returns (fasthttp writes the response next), a stream before
+// each batch of chunks; so a deadline left by an earlier response on a
+// keep-alive connection never applies to a later one.
+func (d *Daemon) armWrite(conn net.Conn) {
+	if conn != nil {
+		conn.SetWriteDeadline(time.Now().Add(d.cfg.StreamStallTimeout))
 	}
 }
 

@@ -886,3 +886,54 @@ func TestQuietLog(t *testing.T) {
 		t.Errorf("no debug record for the bad HTTP requests")
 	}
 }
+
+// TestStreamAfterLongSilence: a stream whose output pauses for longer than
+// stream_stall_timeout, then resumes with more than a buffer's worth of
+// text, is not cut: the stall timeout bounds a write to a client that does
+// not read, not a silence of the engine.
+func TestStreamAfterLongSilence(t *testing.T) {
+	eng := newFakeEngine(1 << 16)
+	eng.gen = forever
+	eng.runLen = 8192
+	eng.stepDelay = 250 * time.Millisecond
+	ts := startServer(t, eng, func(c *Config) { c.StreamStallTimeout = 100 * time.Millisecond })
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		s := ts.stream(path, `{"prompt":"x","messages":[{"role":"user","content":"x"}],"max_tokens":8192,"stream":true}`)
+		if len(s.errs) != 0 || s.chunks[len(s.chunks)-1].finish() != "length" || len(s.text()) != 8192 {
+			t.Errorf("%s: %d errors, %d bytes of text", path, len(s.errs), len(s.text()))
+		}
+	}
+	// A later request on the same keep-alive connection, answered after
+	// more than the stall timeout, is written.
+	if r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":8192}`); r.status != 200 {
+		t.Errorf("non-streamed after a stream: %d", r.status)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if r := ts.do("GET", "/health", ""); r.status != 200 {
+		t.Errorf("health on a connection idle longer than the stall timeout: %d", r.status)
+	}
+}
+
+// TestNonStreamedStalledClient: a client that never reads a large
+// non-streamed response does not hold its connection (and a server
+// goroutine) forever: the write gives up after stream_stall_timeout.
+func TestNonStreamedStalledClient(t *testing.T) {
+	eng := newFakeEngine(1 << 23)
+	eng.gen = forever
+	eng.runLen = 1 << 16
+	ts := startServer(t, eng, func(c *Config) { c.StreamStallTimeout = 200 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	// About 2 MB of text and 8 MB of token ids: more than the socket
+	// buffers hold. The client never reads.
+	body := `{"prompt":"x","max_tokens":2000000,"return_token_ids":true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	waitFor(t, 5*time.Second, "the request to finish", func() bool { return len(ts.sink.requests()) == 1 })
+	waitFor(t, 3*time.Second, "the server to give up writing to a client that does not read", func() bool {
+		return ts.d.srv.GetOpenConnectionsCount() == 0
+	})
+}
