@@ -26,7 +26,8 @@ func decodeLine(line []byte, ev *schema.Event) error {
 
 // lineDecoder is decodeLine with a connection's state: request lines in the
 // daemons' own form take the fast path of decode_request.go, with the same
-// result as schema.Decode.
+// result as schema.Decode. What it decodes into ev is valid until its next
+// decode (the request id is in the decoder's buffer, the slices are ev's).
 type lineDecoder struct {
 	req requestDecoder
 }

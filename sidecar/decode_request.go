@@ -22,9 +22,18 @@ import (
 
 // requestDecoder is the per-connection state of the fast path: the boot id
 // of the last line, reused while the lines repeat it (a connection carries
-// one boot), so that a typical request line allocates only its id.
+// one boot), and the buffer that holds the request id, so that decoding a
+// request allocates nothing. Ingest then makes no garbage, which matters
+// under the sidecar's small memory limit: a 32-byte id per event kept the
+// garbage collector running all the time (370 cycles and 16% of the CPU for
+// 8 daemons × 40,000 events, against 135 and 5% without).
+//
+// ev.ID therefore aliases the decoder's buffer: like ev's slices, it is
+// valid until the next line is decoded, and must be copied to be kept
+// (nothing in the sidecar keeps it).
 type requestDecoder struct {
 	boot string
+	id   []byte
 }
 
 // requestKeys are a request's keys in the order daemons write them (the
@@ -130,7 +139,8 @@ func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
 			ev.TimeUnixNano, i = scanInt64(b, i)
 		case rkID:
 			if s, i = scanString(b, i); i >= 0 {
-				ev.ID = string(s)
+				d.id = append(d.id[:0], s...)
+				ev.ID = unsafe.String(unsafe.SliceData(d.id), len(d.id))
 			}
 		case rkOperation:
 			ev.Operation, i = scanClosed(b, i, schema.AttrOperation.Values)
