@@ -90,12 +90,23 @@
 // the next chunk's Flush; a request with nothing to write (non-streamed,
 // or a stream still queued or prefilling) peeks at its socket every 100 ms
 // (recv with MSG_PEEK, which consumes nothing) and notices the client's
-// FIN or reset. A client that stops reading a stream is disconnected after
-// stream_stall_timeout. Limits: a client that half-closes its sending side
+// FIN or reset. A client that stops reading a response, streamed or not,
+// is disconnected after stream_stall_timeout (a write deadline armed
+// before each response and each batch of chunks). Limits: a client that half-closes its sending side
 // after the request counts as gone (as in Go's net/http); one that has
 // pipelined another request before leaving, or whose host vanished without
 // a FIN, is not noticed before its deadline; on platforms other than Linux
 // only Flush errors are noticed.
+//
+// # Logs
+//
+// log/slog text records on stderr, like the sidecar's, at log_level
+// (default info). Nothing is logged per request at info or above unless
+// something is wrong; fasthttp's per-connection errors (a malformed
+// request, a body over the limit) are debug records. Every failure logged
+// is counted too: a failed request in its request event, a lost event as
+// a sequence gap or in events_dropped, except the events still queued when
+// the final flush times out at shutdown, which only the log reports.
 //
 // # Metrics events and shutdown
 //
