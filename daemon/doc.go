@@ -103,10 +103,11 @@
 // log/slog text records on stderr, like the sidecar's, at log_level
 // (default info). Nothing is logged per request at info or above unless
 // something is wrong; fasthttp's per-connection errors (a malformed
-// request, a body over the limit) are debug records. Every failure logged
-// is counted too: a failed request in its request event, a lost event as
-// a sequence gap or in events_dropped, except the events still queued when
-// the final flush times out at shutdown, which only the log reports.
+// request, a body over the limit) are debug records. A failure logged is
+// counted too: a failed request in its request event, a lost event as a
+// sequence gap or in events_dropped. Only the log reports fasthttp's
+// server-wide warnings (accept errors, the connection limit) and the
+// events still queued when the final flush times out at shutdown.
 //
 // # Metrics events and shutdown
 //
