@@ -67,7 +67,11 @@ func seqTemplate(tb testing.TB, ev any, seq uint64) (prefix, suffix []byte) {
 // CPU-second of that thread, whatever else the shared machine runs:
 // events/cpu-s (target ≥ 250,000), bare-events/cpu-s and their ratio
 // (target ≥ 0.5). events/s is the wall-clock rate, writer included;
-// B/op and allocs/op are the ingest path's.
+// B/op and allocs/op are the ingest path's. The ingest side decodes with
+// the connection's decoder (request lines take the fast path of
+// decode_request.go, which yields what schema.Decode yields); the bare side
+// stays goccy/go-json's Unmarshal, the library schema.Decode uses.
+// BenchmarkApply shows the two decoders and the apply path apart.
 func BenchmarkIngest(b *testing.B) {
 	for _, otlp := range []bool{false, true} {
 		b.Run("otlp="+strconv.FormatBool(otlp), func(b *testing.B) { benchIngest(b, otlp) })
