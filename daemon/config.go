@@ -247,6 +247,38 @@ func validateListen(addr string) error {
 	return nil
 }
 
+// Describe returns the effective configuration as a TOML document that
+// ParseConfig reads back to the same Config, for --check-config. API keys
+// are not shown, only counted.
+func Describe(c Config) string {
+	var b strings.Builder
+	q := strconv.Quote
+	fmt.Fprintf(&b, "listen = %s\n", q(c.Listen))
+	fmt.Fprintf(&b, "model = %s\n", q(c.Model))
+	fmt.Fprintf(&b, "model_name = %s\n", q(c.ModelName))
+	fmt.Fprintf(&b, "# api_keys: %d set (not shown)\n", len(c.APIKeys))
+	fmt.Fprintf(&b, "max_body_bytes = %d\n", c.MaxBodyBytes)
+	fmt.Fprintf(&b, "request_timeout = %s\n", q(c.RequestTimeout.String()))
+	fmt.Fprintf(&b, "stream_stall_timeout = %s\n", q(c.StreamStallTimeout.String()))
+	fmt.Fprintf(&b, "read_timeout = %s\n", q(c.ReadTimeout.String()))
+	fmt.Fprintf(&b, "idle_timeout = %s\n", q(c.IdleTimeout.String()))
+	fmt.Fprintf(&b, "shutdown_grace = %s\n", q(c.ShutdownGrace.String()))
+	fmt.Fprintf(&b, "log_level = %s\n", q(c.LogLevel))
+	e := c.Engine
+	fmt.Fprintf(&b, "\n[engine]\n")
+	fmt.Fprintf(&b, "b_max = %d\nspec_k = %d\nprefill_chunk = %d\nblock_size = %d\n", e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize)
+	fmt.Fprintf(&b, "kv_blocks = %d\nmax_waiting = %d\nthreads = %d\nkernel = %s\n", e.KVBlocks, e.MaxWaiting, e.Threads, q(e.Kernel))
+	m := c.Metrics
+	fmt.Fprintf(&b, "\n[metrics]\n")
+	fmt.Fprintf(&b, "socket = %s", q(m.Socket))
+	if m.Socket == "" {
+		fmt.Fprintf(&b, " # the emitter is off")
+	}
+	fmt.Fprintf(&b, "\nqueue = %d\nsnapshot_interval = %s\nwrite_timeout = %s\n", m.Queue, q(m.SnapshotInterval.String()), q(m.WriteTimeout.String()))
+	fmt.Fprintf(&b, "backoff_min = %s\nbackoff_max = %s\nflush_timeout = %s\n", q(m.BackoffMin.String()), q(m.BackoffMax.String()), q(m.FlushTimeout.String()))
+	return b.String()
+}
+
 // parseLogLevel maps log_level to a slog level.
 func parseLogLevel(s string) (slog.Level, error) {
 	switch s {

@@ -84,6 +84,29 @@ func TestConfigFiles(t *testing.T) {
 	}
 }
 
+// TestDescribe: --check-config prints every key, and what it prints reads
+// back to the same configuration (API keys aside: they are not shown).
+func TestDescribe(t *testing.T) {
+	for _, name := range []string{"full.toml", "minimal.toml", "metrics_off.toml"} {
+		c, err := LoadConfig(filepath.Join(configDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := Describe(c)
+		back, err := ParseConfig([]byte(out))
+		if err != nil {
+			t.Fatalf("%s: Describe's output does not parse: %v\n%s", name, err, out)
+		}
+		if strings.Contains(out, "key-1") {
+			t.Errorf("%s: API keys shown:\n%s", name, out)
+		}
+		back.APIKeys = c.APIKeys
+		if !reflect.DeepEqual(back, c) {
+			t.Errorf("%s: read back\n%+v\nwant\n%+v\nfrom\n%s", name, back, c, out)
+		}
+	}
+}
+
 func TestLoadConfigNamesFile(t *testing.T) {
 	path := filepath.Join(configDir, "bad_unknown_key.toml")
 	_, err := LoadConfig(path)

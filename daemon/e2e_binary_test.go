@@ -173,6 +173,19 @@ func TestBinaryHelp(t *testing.T) {
 	golden(t, "testdata/picometerd_help.golden", out)
 }
 
+func withFlags(c Config, model string, bMax int) Config {
+	c.Model, c.Engine.BMax = model, bMax
+	return c
+}
+
+func fullConfig(t *testing.T) Config {
+	c, err := LoadConfig(configDir + "/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestE2EBinaryCheckConfig(t *testing.T) {
 	bin := picometerd(t)
 	model := tinyModel(t)
@@ -194,8 +207,8 @@ func TestE2EBinaryCheckConfig(t *testing.T) {
 		code int
 		out  string
 	}{
-		{[]string{"--check-config", "--model", model}, 0, "picometerd: configuration OK\n"},
-		{[]string{"--check-config", "--config", configDir + "/full.toml", "--model", model}, 0, "picometerd: configuration OK\n"},
+		{[]string{"--check-config", "--model", model, "--b-max", "3"}, 0, "# picometerd: configuration OK\n" + Describe(withFlags(DefaultConfig(), model, 3))},
+		{[]string{"--check-config", "--config", configDir + "/full.toml", "--model", model}, 0, "# picometerd: configuration OK\n" + Describe(withFlags(fullConfig(t), model, 4))},
 		{[]string{"--check-config", "--config", configDir + "/full.toml"}, 2, "picometerd: config: model: open /models/default.gguf: no such file or directory\n"},
 		{[]string{"--check-config", "--config", configDir + "/bad_unknown_key.toml"}, 2, "picometerd: config: " + configDir + "/bad_unknown_key.toml: unknown key \"engine.bmax\"\n"},
 		{[]string{"--check-config", "--model", model, "--b-max", "0"}, 2, "picometerd: config: engine.b_max: 0 not in 1..64\n"},

@@ -26,7 +26,7 @@ func main() {
 	def := daemon.DefaultConfig()
 	var (
 		configPath = flag.String("config", "", "TOML configuration `file` (default: none; built-in defaults)")
-		check      = flag.Bool("check-config", false, "validate the configuration and that the model file is readable, then exit")
+		check      = flag.Bool("check-config", false, "validate the configuration and that the model file is readable, print it (TOML) and exit")
 		model      = flag.String("model", def.Model, "GGUF model `file`; overrides model")
 		listen     = flag.String("listen", def.Listen, "HTTP `address`; overrides listen")
 		socket     = flag.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
@@ -70,7 +70,7 @@ func main() {
 		if err := daemon.CheckConfig(cfg); err != nil {
 			fail(err)
 		}
-		fmt.Println("picometerd: configuration OK")
+		fmt.Print("# picometerd: configuration OK\n", daemon.Describe(cfg))
 		return
 	}
 	if err := cfg.Validate(); err != nil {
