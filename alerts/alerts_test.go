@@ -1,7 +1,6 @@
 package alerts
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated files under alerts/")
@@ -17,35 +18,12 @@ var update = flag.Bool("update", false, "rewrite the generated files under alert
 // The rule file and its unit tests are generated; this fails when a
 // committed copy is stale.
 func TestGeneratedFilesUpToDate(t *testing.T) {
-	for name, want := range Files() {
-		if *update {
-			if err := os.WriteFile(name, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("alerts/%s is stale: run `make generate` (or go test ./alerts -update)", name)
-		}
-	}
+	testenv.CheckGenerated(t, Files(), *update, "`make generate` (or go test ./alerts -update)")
 }
 
-// promtool finds promtool on PATH; it skips the test when there is none,
-// except under PICOMETER_LIVE=1, where a missing promtool is a failure.
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("PICOMETER_LIVE") == "1" {
-			t.Fatal("promtool not found on PATH (PICOMETER_LIVE=1 requires it; apt-get install prometheus)")
-		}
-		t.Skip("promtool not found on PATH")
-	}
-	return p
-}
+// promtool is Debian's promtool: a missing one skips the test, except under
+// PICOMETER_LIVE=1, where it fails it.
+func promtool(t *testing.T) string { return testenv.Promtool(t) }
 
 func TestPromtoolCheckRules(t *testing.T) {
 	out, err := exec.Command(promtool(t), "check", "rules", RulesFile).CombinedOutput()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/logging"
 )
 
 // Config is picometerd's configuration: a TOML file (decoded strictly:
@@ -187,7 +189,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("api_keys[%d]: empty or contains whitespace", i)
 		}
 	}
-	if _, err := parseLogLevel(c.LogLevel); err != nil {
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return err
 	}
 	if c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 1<<30 {
@@ -279,25 +281,10 @@ func Describe(c Config) string {
 	return b.String()
 }
 
-// parseLogLevel maps log_level to a slog level.
-func parseLogLevel(s string) (slog.Level, error) {
-	switch s {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("log_level: %q is not one of debug, info, warn, error", s)
-}
-
 // SlogLevel returns LogLevel as a slog level (info when it is invalid,
 // which Validate reports).
 func (c *Config) SlogLevel() slog.Level {
-	l, err := parseLogLevel(c.LogLevel)
+	l, err := logging.ParseLevel(c.LogLevel)
 	if err != nil {
 		return slog.LevelInfo
 	}

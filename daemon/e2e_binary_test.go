@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 // picometerd returns the built binary: $PICOMETER_BIN_DIR/picometerd (make
@@ -27,13 +29,13 @@ func picometerd(t *testing.T) string {
 	if dir := os.Getenv("PICOMETER_BIN_DIR"); dir != "" {
 		bin := filepath.Join(dir, "picometerd")
 		if _, err := os.Stat(bin); err != nil {
-			missing(t, "picometerd binary: %v (make build)", err)
+			testenv.Missing(t, "picometerd binary: %v (make build)", err)
 		}
 		return bin
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		missing(t, "PICOMETER_BIN_DIR unset and no go tool to build picometerd")
+		testenv.Missing(t, "PICOMETER_BIN_DIR unset and no go tool to build picometerd")
 	}
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "picometerd-bin-")

@@ -23,19 +23,9 @@ import (
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/native/gguf/modelgen"
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
-
-func live() bool { return os.Getenv("PICOMETER_LIVE") == "1" }
-
-// missing skips the test, or fails it under PICOMETER_LIVE=1.
-func missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if live() {
-		t.Fatalf("%s (PICOMETER_LIVE=1: required)", msg)
-	}
-	t.Skip(msg)
-}
 
 var tinyPath struct {
 	once sync.Once
@@ -50,7 +40,7 @@ func tinyModel(t testing.TB) string {
 	if p := os.Getenv("PICOMETER_TINY_MODEL"); p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p
-		} else if live() {
+		} else if testenv.Live() {
 			t.Fatalf("PICOMETER_TINY_MODEL: %v (make models creates it)", err)
 		}
 	}
@@ -92,12 +82,12 @@ func openTiny(t *testing.T, mod func(*Config)) (*native.Engine, func(*Config)) {
 	}
 	eng, err := native.Open(path, cfg.NativeConfig())
 	if errors.Is(err, native.ErrNoCgo) {
-		missing(t, "engine unavailable: %v", err)
+		testenv.Missing(t, "engine unavailable: %v", err)
 	}
 	if err != nil {
 		var ne *native.Error
 		if errors.As(err, &ne) && strings.Contains(ne.Msg, "not implemented") {
-			missing(t, "engine is a placeholder: %v", err)
+			testenv.Missing(t, "engine is a placeholder: %v", err)
 		}
 		t.Fatalf("open %s: %v", path, err)
 	}

@@ -7,26 +7,15 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated dashboards")
 
 // The dashboards are generated; this fails when a committed copy is stale.
 func TestGeneratedFilesUpToDate(t *testing.T) {
-	for name, want := range Files() {
-		if *update {
-			if err := os.WriteFile(name, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("dashboards/%s is stale: run `make dashboards` (or go test ./dashboards -update)", name)
-		}
-	}
+	testenv.CheckGenerated(t, Files(), *update, "`make dashboards` (or go test ./dashboards -update)")
 }
 
 // The committed JSON decodes into the model with no unknown fields, so the

@@ -17,6 +17,8 @@ import (
 	"github.com/picometer/picometer/alerts"
 	"github.com/picometer/picometer/dashboards"
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 // liveTestLabel marks the alerts of the test-only rules file.
@@ -26,26 +28,6 @@ const liveTestLabel = "live_test"
 // Grafana would use for a 1s scrape interval and a short range; $__range is
 // the dashboard's time range.
 var builtinVars = map[string]string{"__rate_interval": "1m", "__range": "5m", "__interval": "15s"}
-
-// prometheusBin and binary find the programs of the live checks; each
-// skips the test when missing (fails under PICOMETER_LIVE=1).
-func prometheusBin(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("PICOMETER_PROMETHEUS_BIN")
-	if p == "" {
-		p = lookPath("prometheus")
-	}
-	return need(t, "prometheus (PATH or PICOMETER_PROMETHEUS_BIN; apt-get install prometheus)", p)
-}
-
-func binary(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("PICOMETER_BIN_DIR")
-	if dir == "" {
-		return need(t, name+" (PICOMETER_BIN_DIR unset; make build)", "")
-	}
-	return need(t, name+" (make build)", filepath.Join(dir, name))
-}
 
 func rulesPath(t *testing.T) string {
 	t.Helper()
@@ -96,8 +78,8 @@ func liveRules(t *testing.T, dir string) (string, []alerts.Rule) {
 // under the job name the rules expect, evaluating ruleFiles every second.
 func startPrometheus(t *testing.T, dir, target string, ruleFiles ...string) (*proc, promAPI) {
 	t.Helper()
-	bin := prometheusBin(t)
-	addr := freeAddr(t)
+	bin := testenv.Prometheus(t)
+	addr := testenv.FreeAddr(t)
 	quoted := make([]string, len(ruleFiles))
 	for i, f := range ruleFiles {
 		quoted[i] = "'" + f + "'"
@@ -205,16 +187,16 @@ func TestLivePrometheusParsesEveryQuery(t *testing.T) {
 // threshold, the stale-daemon alert after stopping the daemon, and the
 // target-down alert after stopping the sidecar.
 func TestLiveStack(t *testing.T) {
-	sidecarBin := binary(t, "picometer-sidecar")
-	daemonBin := binary(t, "picometerd")
-	model := need(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
-	prometheusBin(t)
+	sidecarBin := testenv.Binary(t, "picometer-sidecar")
+	daemonBin := testenv.Binary(t, "picometerd")
+	model := testenv.File(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
+	testenv.Prometheus(t)
 	rules := rulesPath(t)
 	began := time.Now()
 
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "picometer.sock")
-	sidecarAddr, daemonAddr := freeAddr(t), freeAddr(t)
+	sidecarAddr, daemonAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	httpc := &http.Client{Timeout: 10 * time.Second}
 
 	vmProc, vm, otlpEndpoint := startVictoriaMetrics(t, dir)

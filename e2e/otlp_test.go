@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 // startVictoriaMetrics starts the VictoriaMetrics binary of
@@ -20,8 +21,8 @@ import (
 // OTLP metrics endpoint for the sidecar.
 func startVictoriaMetrics(t *testing.T, dir string) (*proc, promAPI, string) {
 	t.Helper()
-	bin := need(t, "victoria-metrics (PICOMETER_VM_BIN; make bin/victoria-metrics)", os.Getenv("PICOMETER_VM_BIN"))
-	addr := freeAddr(t)
+	bin := testenv.VictoriaMetrics(t)
+	addr := testenv.FreeAddr(t)
 	p := start(t, dir, "victoria-metrics", bin, "-httpListenAddr="+addr, "-storageDataPath="+filepath.Join(dir, "vm"),
 		"-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0", "-search.disableCache", "-loggerLevel=WARN")
 	api := promAPI{base: "http://" + addr, c: &http.Client{Timeout: 10 * time.Second}}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,44 +11,6 @@ import (
 	"testing"
 	"time"
 )
-
-// need returns the value of environment variable env naming an existing
-// file, or skips the test when it is unset or missing — unless
-// PICOMETER_LIVE=1, where that is a failure.
-func need(t *testing.T, what, path string) string {
-	t.Helper()
-	if path != "" {
-		if _, err := os.Stat(path); err == nil {
-			return path
-		}
-	}
-	msg := fmt.Sprintf("%s not found (%q)", what, path)
-	if os.Getenv("PICOMETER_LIVE") == "1" {
-		t.Fatal(msg + "; PICOMETER_LIVE=1 requires it")
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// lookPath finds a program on PATH for need ("" when absent).
-func lookPath(name string) string {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return ""
-	}
-	return p
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // proc is a child process whose output goes to a log file.
 type proc struct {

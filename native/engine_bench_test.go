@@ -22,28 +22,15 @@ import (
 
 	"github.com/picometer/picometer/native/gguf"
 	"github.com/picometer/picometer/native/gguf/modelgen"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 // defaultModel returns the default model's path, skipping (or failing under
 // PICOMETER_LIVE=1) when it is missing.
 func defaultModel(tb testing.TB) string {
 	tb.Helper()
-	p := os.Getenv("PICOMETER_DEFAULT_MODEL")
-	if p == "" {
-		missing(tb, "PICOMETER_DEFAULT_MODEL is not set")
-	}
-	if _, err := os.Stat(p); err != nil {
-		missing(tb, "default model: "+err.Error())
-	}
-	return p
-}
-
-func missing(tb testing.TB, why string) {
-	tb.Helper()
-	if os.Getenv("PICOMETER_LIVE") == "1" {
-		tb.Fatal(why)
-	}
-	tb.Skip(why)
+	return testenv.File(tb, "default model (PICOMETER_DEFAULT_MODEL; make models)", os.Getenv("PICOMETER_DEFAULT_MODEL"))
 }
 
 func benchEngine(b *testing.B, path string, mod func(*Config)) *Engine {

@@ -18,6 +18,8 @@ import (
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/native/gguf"
 	"github.com/picometer/picometer/native/gguf/modelgen"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 // micro is a model small enough that every byte prefix of its file can be
@@ -550,13 +552,7 @@ func TestLoadFileErrors(t *testing.T) {
 // (PICOMETER_TINY_MODEL); it must exist under PICOMETER_LIVE=1.
 func TestLoadTinyModel(t *testing.T) {
 	needCgo(t)
-	path := os.Getenv("PICOMETER_TINY_MODEL")
-	if _, err := os.Stat(path); path == "" || err != nil {
-		if os.Getenv("PICOMETER_LIVE") == "1" {
-			t.Fatalf("PICOMETER_TINY_MODEL=%q: %v", path, err)
-		}
-		t.Skip("PICOMETER_TINY_MODEL not set or missing")
-	}
+	path := testenv.File(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
 	info, err := native.LoadModelInfo(path)
 	if err != nil {
 		t.Fatal(err)

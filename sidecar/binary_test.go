@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 var built struct {
@@ -30,15 +32,8 @@ var built struct {
 // once per test run.
 func sidecarBinary(t *testing.T) string {
 	t.Helper()
-	if dir := os.Getenv("PICOMETER_BIN_DIR"); dir != "" {
-		p := filepath.Join(dir, "picometer-sidecar")
-		if _, err := os.Stat(p); err != nil {
-			if live() {
-				t.Fatalf("PICOMETER_LIVE=1 but %s is missing (make build): %v", p, err)
-			}
-			t.Skipf("%s missing: %v", p, err)
-		}
-		return p
+	if os.Getenv("PICOMETER_BIN_DIR") != "" {
+		return testenv.Binary(t, "picometer-sidecar")
 	}
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "picometer-sidecar-test")
@@ -104,7 +99,7 @@ func TestLiveRSS(t *testing.T) {
 	for _, otlp := range []bool{false, true} {
 		t.Run("otlp="+strconv.FormatBool(otlp), func(t *testing.T) {
 			dir := t.TempDir()
-			sock, addr := filepath.Join(dir, "s.sock"), freePort(t)
+			sock, addr := filepath.Join(dir, "s.sock"), testenv.FreeAddr(t)
 			cmd := exec.Command(bin, "--socket", sock, "--listen", addr)
 			cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=")
 			if otlp {
@@ -233,7 +228,7 @@ func TestBinaryFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, stderr, code = run(nil, "--socket", sock, "--listen", freePort(t))
+	_, stderr, code = run(nil, "--socket", sock, "--listen", testenv.FreeAddr(t))
 	if code != 1 || !strings.Contains(stderr, "another process is listening on it") {
 		t.Fatalf("second sidecar: exit %d, stderr %q", code, stderr)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/logging"
 )
 
 // Config is picometer-sidecar's configuration: a TOML file (decoded
@@ -164,7 +166,7 @@ func (c *Config) Validate() error {
 	if c.ExpireAfter <= 0 {
 		return fmt.Errorf("expire_after: must be positive, got %q", time.Duration(c.ExpireAfter).String())
 	}
-	if _, err := parseLogLevel(c.LogLevel); err != nil {
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return err
 	}
 	if c.MemoryLimitMiB < 0 {
@@ -300,25 +302,10 @@ func envMillis(getenv func(string) string, key string, def time.Duration) (time.
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// parseLogLevel maps log_level to a slog level.
-func parseLogLevel(s string) (slog.Level, error) {
-	switch s {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("log_level: %q is not one of debug, info, warn, error", s)
-}
-
 // SlogLevel returns LogLevel as a slog level (info if invalid; Validate
 // reports that).
 func (c *Config) SlogLevel() slog.Level {
-	l, err := parseLogLevel(c.LogLevel)
+	l, err := logging.ParseLevel(c.LogLevel)
 	if err != nil {
 		return slog.LevelInfo
 	}

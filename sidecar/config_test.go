@@ -149,14 +149,3 @@ func TestResolveOTLP(t *testing.T) {
 	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, def,
 		`OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4317" is not an http:// or https:// URL`)
 }
-
-func TestParseLogLevel(t *testing.T) {
-	for _, s := range []string{"debug", "info", "warn", "error"} {
-		if _, err := parseLogLevel(s); err != nil {
-			t.Errorf("%s: %v", s, err)
-		}
-	}
-	if _, err := parseLogLevel("INFO"); err == nil {
-		t.Error("INFO accepted; levels are lowercase")
-	}
-}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -346,20 +344,3 @@ func (s *sim) engine(e schema.EngineBody) []byte {
 
 // skip loses n events on the way (the daemon numbered them, nobody got them).
 func (s *sim) skip(n uint64) { s.seq += n }
-
-// live reports whether tests must run against real external programs.
-func live() bool { return os.Getenv("PICOMETER_LIVE") == "1" }
-
-// needProgram returns the path of an external program, skipping the test
-// when it is missing unless PICOMETER_LIVE=1.
-func needProgram(t *testing.T, path string) string {
-	t.Helper()
-	p, err := exec.LookPath(path)
-	if err != nil {
-		if live() {
-			t.Fatalf("PICOMETER_LIVE=1 but %s is missing: %v", path, err)
-		}
-		t.Skipf("%s not found (set PICOMETER_LIVE=1 to require it): %v", path, err)
-	}
-	return p
-}

@@ -20,35 +20,9 @@ import (
 	"time"
 
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
-
-// vmBinary finds VictoriaMetrics: PICOMETER_VM_BIN, else the repository's
-// bin/victoria-metrics (make bin/victoria-metrics).
-func vmBinary(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("PICOMETER_VM_BIN")
-	if p == "" {
-		p = "../bin/victoria-metrics"
-	}
-	if _, err := os.Stat(p); err != nil {
-		if live() {
-			t.Fatalf("PICOMETER_LIVE=1 but VictoriaMetrics is missing (make bin/victoria-metrics): %v", err)
-		}
-		t.Skipf("VictoriaMetrics not found at %s (make bin/victoria-metrics; PICOMETER_LIVE=1 requires it)", p)
-	}
-	abs, _ := filepath.Abs(p)
-	return abs
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // startSidecar serves a sidecar on a temp socket and a free port.
 func startSidecar(t *testing.T, cfg Config, env map[string]string) (*Sidecar, string) {
@@ -94,7 +68,7 @@ func send(t *testing.T, socket string, data []byte) {
 // TestLivePromtool runs promtool check metrics on a live scrape of a sidecar
 // fed every golden stream, over a real socket and real HTTP.
 func TestLivePromtool(t *testing.T) {
-	promtool := needProgram(t, "promtool")
+	promtool := testenv.Promtool(t)
 	s, addr := startSidecar(t, DefaultConfig(), nil)
 	lines := 0
 	for _, gs := range goldenStreams(t) {
@@ -226,8 +200,8 @@ func (v *vm) query(t *testing.T, q string, at time.Time) []sample {
 // service.name → service_name). Both paths must answer the same PromQL with
 // the same series names and values: TTFT p99, token rate, finish reasons.
 func TestLiveVictoriaMetrics(t *testing.T) {
-	bin := vmBinary(t)
-	vmAddr := freePort(t)
+	bin := testenv.VictoriaMetrics(t)
+	vmAddr := testenv.FreeAddr(t)
 	const service = "picometer-sidecar-live"
 	t.Setenv("OTEL_SERVICE_NAME", service)
 	cfg := DefaultConfig()

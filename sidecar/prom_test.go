@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/picometer/picometer/schema"
+
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/sidecar")
@@ -335,7 +337,7 @@ func TestMetricsHandler(t *testing.T) {
 
 // TestPromtoolGolden runs promtool check metrics on every golden exposition.
 func TestPromtoolGolden(t *testing.T) {
-	promtool := needProgram(t, "promtool")
+	promtool := testenv.Promtool(t)
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "*.prom"))
 	if len(files) == 0 {
 		t.Fatal("no golden expositions")
