@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // DecodeError is the error [Decode] returns. Reason is one of

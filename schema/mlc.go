@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // TimeCost is MLC-LLM's TimeCost: the count and sum of step times for one

@@ -70,7 +70,8 @@ func seqTemplate(tb testing.TB, ev any, seq uint64) (prefix, suffix []byte) {
 // B/op and allocs/op are the ingest path's. The ingest side decodes with
 // the connection's decoder (request lines take the fast path of
 // decode_request.go, which yields what schema.Decode yields); the bare side
-// stays goccy/go-json's Unmarshal, the library schema.Decode uses.
+// is goccy/go-json's Unmarshal, the baseline the issue names (schema.Decode
+// uses encoding/json, which keeps goccy out of the sidecar binary).
 // BenchmarkApply shows the two decoders and the apply path apart.
 func BenchmarkIngest(b *testing.B) {
 	for _, otlp := range []bool{false, true} {
