@@ -7,6 +7,7 @@ MODELS  := build/models
 TINY    := $(MODELS)/tiny.gguf
 DEFAULT := $(MODELS)/default.gguf
 VM_BIN  := $(BIN)/victoria-metrics
+SE_BIN  := $(BIN)/statsd_exporter
 
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 
@@ -48,8 +49,8 @@ test-c: ## C engine and loader tests under AddressSanitizer + UBSan
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
 
-bench: models ## benchmarks, printed as a table of medians (BENCHCOUNT runs each, default 5)
-	@scripts/bench.sh $${BENCHCOUNT:-5}
+bench: models build $(SE_BIN) ## benchmarks, printed as a table of medians (BENCHCOUNT runs each, default 5)
+	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) scripts/bench.sh $${BENCHCOUNT:-5}
 
 generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules)
 	$(GO) generate ./...
@@ -79,6 +80,10 @@ e2e: build models $(VM_BIN) ## live end-to-end checks only (daemon + sidecar + P
 $(VM_BIN): tools/victoriametrics/go.mod tools/victoriametrics/tools.go ## VictoriaMetrics from the Go module proxy (real OTLP receiver)
 	@mkdir -p $(BIN)
 	cd tools/victoriametrics && $(GO) build -o ../../$(VM_BIN) github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics
+
+$(SE_BIN): tools/statsdexporter/go.mod tools/statsdexporter/tools.go ## prometheus/statsd_exporter from the Go module proxy (what the sidecar's budget is measured against)
+	@mkdir -p $(BIN)
+	cd tools/statsdexporter && $(GO) build -o ../../$(SE_BIN) github.com/prometheus/statsd_exporter
 
 clean: ## remove bin/ and build/
 	rm -rf $(BIN) build
