@@ -311,9 +311,12 @@ func TestE2EStopString(t *testing.T) {
 }
 
 // TestE2EBatching: 8 concurrent requests are decoded in batches (the
-// snapshot's decode_time_by_batch_size has a batch size above 1).
+// snapshot's decode_time_by_batch_size has a batch size above 1). Steps are
+// paced to at least 1 ms, so each request lasts 200 ms or more and they
+// overlap even when a loaded machine starts the clients late; on the bare
+// tiny model one can finish before the next arrives.
 func TestE2EBatching(t *testing.T) {
-	ts := startTiny(t, func(c *Config) { c.Engine.SpecK = 0 })
+	ts := startPacedTiny(t, func(c *Config) { c.Engine.SpecK = 0 })
 	p := findLongPrompt(t)
 	var wg sync.WaitGroup
 	resps := make([]*completion, 8)
