@@ -283,10 +283,16 @@ func TestSeveralDaemons(t *testing.T) {
 
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitWithin(t, 10*time.Second, cond)
+}
+
+// waitWithin is waitFor with its own time limit.
+func waitWithin(t testing.TB, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("timed out after %v", limit)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
