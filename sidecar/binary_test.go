@@ -30,7 +30,7 @@ var built struct {
 
 // sidecarBinary returns PICOMETER_BIN_DIR/picometer-sidecar, or builds it
 // once per test run.
-func sidecarBinary(t *testing.T) string {
+func sidecarBinary(t testing.TB) string {
 	t.Helper()
 	if os.Getenv("PICOMETER_BIN_DIR") != "" {
 		return testenv.Binary(t, "picometer-sidecar")
@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 }
 
 // procStatus reads VmRSS, VmHWM, RssAnon and RssFile (kB) of a process.
-func procStatus(t *testing.T, pid int) (rss, hwm, anon, file int) {
+func procStatus(t testing.TB, pid int) (rss, hwm, anon, file int) {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

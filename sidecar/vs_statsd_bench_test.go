@@ -71,7 +71,7 @@ var vsLoads = []vsLoad{
 // observations per event each side made (read back from its /metrics) and
 // the statsd lines per event.
 func BenchmarkVsStatsdExporter(b *testing.B) {
-	sidecarBin := testenv.Binary(b, "picometer-sidecar")
+	sidecarBin := sidecarBinary(b)
 	statsdBin := testenv.File(b, "statsd_exporter (PICOMETER_STATSD_EXPORTER_BIN; make bin/statsd_exporter)",
 		os.Getenv("PICOMETER_STATSD_EXPORTER_BIN"))
 	mapping := filepath.Join(b.TempDir(), "mapping.yml")
@@ -297,7 +297,7 @@ func (p *vsProc) feed(b *testing.B, addr string, events int, network, target str
 		time.Sleep(100 * time.Millisecond)
 	}
 	r := vsResult{cpu: vsCPU(b, pid) - cpu0}
-	r.rss, r.hwm, r.anon, r.file = vsStatus(b, pid)
+	r.rss, r.hwm, r.anon, r.file = procStatus(b, pid)
 	for _, f := range schema.Families {
 		if f.Source == schema.SourceRequest && f.Kind == schema.KindHistogram {
 			r.obs += vsSum(p.prom, f.PromName()+"_count")
@@ -383,29 +383,6 @@ func vsCPU(b *testing.B, pid int) time.Duration {
 	}
 	const clkTck = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / clkTck
-}
-
-// vsStatus is procStatus for a benchmark: VmRSS, VmHWM, RssAnon, RssFile (kB).
-func vsStatus(b *testing.B, pid int) (rss, hwm, anon, file int) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		switch k {
-		case "VmRSS":
-			rss = n
-		case "VmHWM":
-			hwm = n
-		case "RssAnon":
-			anon = n
-		case "RssFile":
-			file = n
-		}
-	}
-	return rss, hwm, anon, file
 }
 
 // statsdMapping is a statsd_exporter mapping config for the request
