@@ -159,7 +159,7 @@ func vsRun(b *testing.B, sidecarBin, statsdBin, mapping string, load vsLoad) (si
 		hellos[d] = newSim(b, boot, vsModel(d)).hello()
 		prefixes[d], suffixes[d] = seqTemplate(b, typicalRequest(boot, 7), 7)
 	}
-	scRes := sc.feed(b, scAddr, events, "unix", sock, func(d int, w io.Writer) error {
+	scRes := sc.feed(b, scAddr, events, 0, "unix", sock, func(d int, w io.Writer) error {
 		buf := append([]byte(nil), hellos[d]...)
 		for i, start := 0, time.Now(); i < events; i += batch {
 			pace(start, i)
@@ -180,7 +180,7 @@ func vsRun(b *testing.B, sidecarBin, statsdBin, mapping string, load vsLoad) (si
 		lines += bytes.Count(ones[d], []byte("\n")) * events
 		blocks[d] = bytes.Repeat(ones[d], batch)
 	}
-	sdRes := sd.feed(b, sdAddr, events, "tcp", sdTCP, func(d int, w io.Writer) error {
+	sdRes := sd.feed(b, sdAddr, events, scRes.obs, "tcp", sdTCP, func(d int, w io.Writer) error {
 		for i, start := 0, time.Now(); i < events; i += batch {
 			pace(start, i)
 			n := min(batch, events-i)
@@ -258,8 +258,12 @@ func vsUp(addr string) bool {
 }
 
 // feed writes events to vsDaemons connections at once, then scrapes addr every
-// 100 ms until every request is counted, and measures the process.
-func (p *vsProc) feed(b *testing.B, addr string, events int, network, target string, write func(d int, w io.Writer) error) vsResult {
+// 100 ms until every request is counted and, when wantObs is not 0, the
+// request histograms hold wantObs observations in all (statsd_exporter
+// applies its lines from a queue, so its finished counter can be complete
+// before the histogram lines written just before it are), and measures the
+// process.
+func (p *vsProc) feed(b *testing.B, addr string, events int, wantObs float64, network, target string, write func(d int, w io.Writer) error) vsResult {
 	conns := make([]net.Conn, vsDaemons)
 	for d := range conns {
 		c, err := net.Dial(network, target)
@@ -285,24 +289,28 @@ func (p *vsProc) feed(b *testing.B, addr string, events int, network, target str
 	want := float64(vsDaemons * events)
 	finished := schema.Lookup(schema.IDRequestsFinished).PromName()
 	deadline := time.Now().Add(2 * time.Minute)
+	obs := func() float64 {
+		n := 0.0
+		for _, f := range schema.Families {
+			if f.Source == schema.SourceRequest && f.Kind == schema.KindHistogram {
+				n += vsSum(p.prom, f.PromName()+"_count")
+			}
+		}
+		return n
+	}
 	for {
 		p.prom = parseExposition(b, vsScrape(b, addr))
-		got := vsSum(p.prom, finished)
-		if got == want {
+		got, gotObs := vsSum(p.prom, finished), obs()
+		if got == want && (wantObs == 0 || gotObs == wantObs) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%s counted %v of %v requests in two minutes", p.name, got, want)
+			b.Fatalf("%s counted %v of %v requests and %v of %v observations in two minutes", p.name, got, want, gotObs, wantObs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r := vsResult{cpu: vsCPU(b, pid) - cpu0}
+	r := vsResult{cpu: vsCPU(b, pid) - cpu0, obs: obs()}
 	r.rss, r.hwm, r.anon, r.file = procStatus(b, pid)
-	for _, f := range schema.Families {
-		if f.Source == schema.SourceRequest && f.Kind == schema.KindHistogram {
-			r.obs += vsSum(p.prom, f.PromName()+"_count")
-		}
-	}
 	return r
 }
 
