@@ -24,8 +24,23 @@ import (
 	"github.com/picometer/picometer/internal/testenv"
 )
 
-// startSidecar serves a sidecar on a temp socket and a free port.
+// startSidecar serves a sidecar on a temp socket and a free port, stopped
+// when the test ends.
 func startSidecar(t *testing.T, cfg Config, env map[string]string) (*Sidecar, string) {
+	t.Helper()
+	s, addr, stop := serveSidecar(t, cfg, env)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+	})
+	return s, addr
+}
+
+// serveSidecar serves a sidecar through Sidecar.Serve on a temp socket
+// (cfg.Socket is replaced) and a free port; stop ends Serve and returns its
+// error.
+func serveSidecar(t *testing.T, cfg Config, env map[string]string) (s *Sidecar, addr string, stop func() error) {
 	t.Helper()
 	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
 	s, err := New(t.Context(), cfg, Options{Logger: discardLogger(), Getenv: func(k string) string { return env[k] }})
@@ -43,13 +58,10 @@ func startSidecar(t *testing.T, cfg Config, env map[string]string) (*Sidecar, st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, sock, web) }()
-	t.Cleanup(func() {
+	return s, web.Addr().String(), func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sidecar: %v", err)
-		}
-	})
-	return s, web.Addr().String()
+		return <-done
+	}
 }
 
 // send writes data to the sidecar's socket on a new connection.

@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -207,30 +206,15 @@ func TestServeConnClosingReasons(t *testing.T) {
 // TestSeveralDaemons serves three daemons at once over a real unix socket,
 // through Sidecar.Serve, and scrapes them.
 func TestSeveralDaemons(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Socket = filepath.Join(t.TempDir(), "s.sock")
-	s, err := New(t.Context(), cfg, Options{Logger: discardLogger(), Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock, err := ListenSocket(cfg.Socket, 0o660)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, sock, web) }()
+	s, _, stop := serveSidecar(t, DefaultConfig(), nil)
+	socket := s.cfg.Socket
 
 	const perDaemon = 200
 	models := []string{"alpha", "beta", "gamma"}
 	var wg sync.WaitGroup
 	conns := make([]net.Conn, len(models))
 	for i, m := range models {
-		c, err := net.Dial("unix", cfg.Socket)
+		c, err := net.Dial("unix", socket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,8 +246,7 @@ func TestSeveralDaemons(t *testing.T) {
 		}
 	}
 	// Closing the listener ends the daemons' connections too.
-	cancel()
-	if err := <-served; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range conns {
@@ -276,7 +259,7 @@ func TestSeveralDaemons(t *testing.T) {
 	if got := s.Agg.self.connections.g.Get(); got != 0 {
 		t.Fatalf("connections after shutdown = %v", got)
 	}
-	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket file left behind: %v", err)
 	}
 }
