@@ -96,17 +96,7 @@ func startPrometheus(t *testing.T, dir, target string, ruleFiles ...string) (*pr
 	p := start(t, dir, "prometheus", bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	api := promAPI{base: "http://" + addr, c: &http.Client{Timeout: 10 * time.Second}}
-	waitFor(t, 30*time.Second, "prometheus ready", p, func() error {
-		resp, err := api.c.Get(api.base + "/-/ready")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitFor(t, 30*time.Second, "prometheus ready", p, func() error { return getOK(api.c, api.base+"/-/ready") })
 	return p, api
 }
 
@@ -208,17 +198,7 @@ func TestLiveStack(t *testing.T) {
 	}, sidecarBin, "--socket", sock, "--listen", sidecarAddr)
 	waitFor(t, 15*time.Second, "sidecar /metrics", sidecar, func() error { _, err := scrape(httpc, sidecarAddr); return err })
 	daemon := start(t, dir, "daemon", daemonBin, "--model", model, "--listen", daemonAddr, "--metrics-socket", sock)
-	waitFor(t, 30*time.Second, "daemon /health", daemon, func() error {
-		resp, err := httpc.Get("http://" + daemonAddr + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitFor(t, 30*time.Second, "daemon /health", daemon, func() error { return getOK(httpc, "http://"+daemonAddr+"/health") })
 	connections := alerts.Series(schema.IDSidecarConnections, "")
 	waitFor(t, 15*time.Second, "the daemon connected to the sidecar", sidecar, func() error {
 		m, err := scrape(httpc, sidecarAddr)

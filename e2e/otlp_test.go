@@ -26,32 +26,12 @@ func startVictoriaMetrics(t *testing.T, dir string) (*proc, promAPI, string) {
 	p := start(t, dir, "victoria-metrics", bin, "-httpListenAddr="+addr, "-storageDataPath="+filepath.Join(dir, "vm"),
 		"-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0", "-search.disableCache", "-loggerLevel=WARN")
 	api := promAPI{base: "http://" + addr, c: &http.Client{Timeout: 10 * time.Second}}
-	waitFor(t, 30*time.Second, "victoria-metrics ready", p, func() error {
-		resp, err := api.c.Get(api.base + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitFor(t, 30*time.Second, "victoria-metrics ready", p, func() error { return getOK(api.c, api.base+"/health") })
 	return p, api, api.base + "/opentelemetry/v1/metrics"
 }
 
 // flush makes VictoriaMetrics' recently received samples searchable.
-func (p promAPI) flush() error {
-	resp, err := p.c.Get(p.base + "/internal/force_flush")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("force_flush: HTTP %d", resp.StatusCode)
-	}
-	return nil
-}
+func (p promAPI) flush() error { return getOK(p.c, p.base+"/internal/force_flush") }
 
 // schemaLabels are the labels that identify a series in both stores: every
 // attribute label of schema/ plus le. Scrape-target labels (job, instance)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,3 +125,16 @@ func waitFor(t *testing.T, timeout time.Duration, what string, p *proc, check fu
 }
 
 var errNotYet = errors.New("not yet")
+
+// getOK GETs url and fails unless the answer is 200 OK.
+func getOK(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	return nil
+}
