@@ -1,11 +1,10 @@
 package schema
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-
-	"encoding/json"
 )
 
 // DecodeError is the error [Decode] returns. Reason is one of

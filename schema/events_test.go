@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"math"
 	"os"
@@ -9,8 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"encoding/json"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")

@@ -1,12 +1,11 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-
-	"encoding/json"
 )
 
 // TimeCost is MLC-LLM's TimeCost: the count and sum of step times for one
