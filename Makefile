@@ -10,12 +10,16 @@ VM_BIN  := $(BIN)/victoria-metrics
 SE_BIN  := $(BIN)/statsd_exporter
 
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
+export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help build run run-stack test test-go test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps build run run-stack test test-go test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+
+deps: ## install what the tests need and is missing (npm packages under build/npm, …)
+	@scripts/deps.sh
 
 build: ## build picometerd (cgo: the C engine) and picometer-sidecar (no cgo: no libc mapped, less RSS) into bin/
 	@mkdir -p $(BIN)
@@ -33,7 +37,7 @@ run: build ## build, create the default model if missing, start sidecar + daemon
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (when installed)
 	@PICOMETER_STACK=1 scripts/run.sh
 
-test: lint models build $(VM_BIN) test-go test-nocgo test-c ## everything CI runs
+test: deps lint models build $(VM_BIN) test-go test-nocgo test-c ## everything CI runs
 
 test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics)
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \

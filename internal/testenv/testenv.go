@@ -78,6 +78,43 @@ func Prometheus(tb testing.TB) string {
 	return Program(tb, "prometheus", "PICOMETER_PROMETHEUS_BIN", "apt-get install prometheus")
 }
 
+// Node is the node program (Debian's nodejs) that runs the npm oracles.
+func Node(tb testing.TB) string {
+	tb.Helper()
+	return Program(tb, "node", "PICOMETER_NODE_BIN", "make deps")
+}
+
+// NPMDir is where make deps installs tools/npm/package.json's packages:
+// PICOMETER_NPM_DIR, else the repository's build/npm. Its node_modules
+// holds the pinned oracles and clients.
+func NPMDir() string {
+	if d := os.Getenv("PICOMETER_NPM_DIR"); d != "" {
+		return d
+	}
+	if root, err := Root(); err == nil {
+		return filepath.Join(root, "build", "npm")
+	}
+	return ""
+}
+
+// NPMPackage returns the directory of an installed npm package (for
+// example "@huggingface/jinja") under NPMDir()/node_modules, and otherwise
+// calls Missing.
+func NPMPackage(tb testing.TB, pkg string) string {
+	tb.Helper()
+	dir := NPMDir()
+	if dir == "" {
+		Missing(tb, "npm package %s: no build/npm (make deps)", pkg)
+		return ""
+	}
+	p := filepath.Join(dir, "node_modules", pkg)
+	if _, err := os.Stat(filepath.Join(p, "package.json")); err != nil {
+		Missing(tb, "npm package %s (make deps): %v", pkg, err)
+		return ""
+	}
+	return p
+}
+
 // VictoriaMetrics is the single-node VictoriaMetrics the live OTLP checks
 // push to: PICOMETER_VM_BIN, else the repository's bin/victoria-metrics.
 func VictoriaMetrics(tb testing.TB) string {
