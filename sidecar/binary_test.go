@@ -117,7 +117,9 @@ func TestLiveRSS(t *testing.T) {
 					t.Logf("sidecar log:\n%s", log.String())
 				}
 			}()
-			waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
+			// The socket file appears at bind, before listen: a dial in between
+			// is refused. /metrics answers only after both listeners are up.
+			waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil && vsUp(addr) })
 			idle, _, idleAnon, idleFile := procStatus(t, cmd.Process.Pid)
 
 			const daemons, events = 8, 40000
