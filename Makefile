@@ -12,14 +12,15 @@ SE_BIN  := $(BIN)/statsd_exporter
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build run run-stack test test-go test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps build run run-stack test test-fast test-go test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-deps: ## install what the tests need and is missing (npm packages under build/npm, …)
-	@scripts/deps.sh
+deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, Go-built tools under bin/
+	@scripts/deps.sh test
+	@$(MAKE) -s --no-print-directory $(VM_BIN)
 
 build: ## build picometerd (cgo: the C engine) and picometer-sidecar (no cgo: no libc mapped, less RSS) into bin/
 	@mkdir -p $(BIN)
@@ -34,10 +35,14 @@ models: ## generate the tiny and default GGUF models under build/models (determi
 run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both)
 	@scripts/run.sh
 
-run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (when installed)
+run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
+	@scripts/deps.sh prometheus
 	@PICOMETER_STACK=1 scripts/run.sh
 
-test: deps lint models build $(VM_BIN) test-go test-nocgo test-c ## everything CI runs
+test: deps lint models build test-go test-nocgo test-c ## every test; installs what it needs first (make deps)
+
+test-fast: ## unit tests only, for development: no live programs (go test -short), no sanitizers; under a minute warm
+	$(GO) test -short ./...
 
 test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics)
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
