@@ -11,7 +11,7 @@
 # Go-built tools (bin/victoria-metrics, …) are Makefile targets that `make
 # deps` depends on, rebuilt only when their tools/*/go.mod changes.
 #
-# Prerequisites, not installed here: Debian 12, Go 1.26 and gcc (make run
+# Prerequisites, not installed here: Debian 12, Go 1.26, gcc, make, git (make run
 # needs nothing more). Idempotent; a second run takes well under 2 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
