@@ -39,6 +39,7 @@ check_test() {
 	has_lib libtsan.so || need libtsan2
 	command -v node >/dev/null || need nodejs
 	command -v npm >/dev/null || need npm
+	command -v chromium >/dev/null || need chromium
 }
 for g in "${groups[@]}"; do
 	case $g in
