@@ -49,8 +49,45 @@ type SLOScenario struct {
 	// Flat is the number of minutes the counters stay unchanged (no
 	// traffic); used instead of Traffic.
 	Flat  int
+	// Model is the model label of the series; default picometer-tiny.
+	Model string
 	Evals []SLOEval
 	Exprs []SLOExpr
+}
+
+// seriesLabels are the labels of a scenario's series: the test target, the
+// model, the operation, the objective's selector (overriding), then the
+// scenario's Model (overriding even the selector: traffic it excludes).
+func (sc *SLOScenario) seriesLabels(o *Objective) []KV {
+	out := merge(labels(testTarget, sloTestModel, []KV{testOp}), o.Selector)
+	if sc.Model != "" {
+		out = merge(out, []KV{{LabelModel, sc.Model}})
+	}
+	return out
+}
+
+func (sc *SLOScenario) model() string {
+	if sc.Model != "" {
+		return sc.Model
+	}
+	return lookupKV(sloTestModel, LabelModel)
+}
+
+// merge returns base with the values of over replacing or adding labels.
+func merge(base, over []KV) []KV {
+	out := append([]KV(nil), base...)
+	for _, kv := range over {
+		found := false
+		for i := range out {
+			if out[i].Key == kv.Key {
+				out[i].Value, found = kv.Value, true
+			}
+		}
+		if !found {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // sloTestModel is the model label of the scenarios' series.
@@ -75,7 +112,7 @@ func scenarioSeries(o *Objective, sc SLOScenario, serverErrorTypes []string) []I
 	if sc.Flat > 0 {
 		// Counters that already counted 1000 events (10 bad) and stay there.
 		flat := fmt.Sprintf("%%s+0x%d", sc.Flat)
-		base := labels(testTarget, sloTestModel, []KV{testOp}, o.Selector)
+		base := sc.seriesLabels(o)
 		if o.SLI == SLIAvailability {
 			return []InputSeries{
 				{Series(schema.IDRequestsFinished, ""), labels(base, []KV{{LabelFinishReason, schema.FinishStop}}), fmt.Sprintf(flat, "990")},
@@ -92,7 +129,7 @@ func scenarioSeries(o *Objective, sc SLOScenario, serverErrorTypes []string) []I
 	total := func(s Segment) float64 { return s.PerMinute }
 	good := func(s Segment) float64 { return s.PerMinute - s.Bad }
 	bad := func(s Segment) float64 { return s.Bad }
-	base := labels(testTarget, sloTestModel, []KV{testOp}, o.Selector)
+	base := sc.seriesLabels(o)
 	if o.SLI == SLIAvailability {
 		return []InputSeries{
 			{Series(schema.IDRequestsFinished, ""), labels(base, []KV{{LabelFinishReason, schema.FinishStop}}), counterValues(segs, good)},
@@ -150,7 +187,7 @@ func RenderSLOTests(c Config, ruleFile string, scenarios []SLOScenario, header .
 			b.WriteString("        exp_alerts:\n")
 			for _, i := range ev.Fires {
 				r := o.burnRule(BurnRates[i])
-				lbls := append([]KV{{LabelModel, lookupKV(sloTestModel, LabelModel)}}, r.Labels...)
+				lbls := append([]KV{{LabelModel, sc.model()}}, r.Labels...)
 				sort.Slice(lbls, func(i, j int) bool { return lbls[i].Key < lbls[j].Key })
 				b.WriteString("          - exp_labels:\n")
 				for _, l := range lbls {
@@ -183,6 +220,26 @@ func healthy(minutes int) Segment { return Segment{minutes, perMin, 0} }
 func bad(minutes int, share float64) Segment {
 	return Segment{minutes, perMin, perMin * share}
 }
+
+// Healthy is minutes of 600 good events a minute; Bad the same with share
+// of them bad.
+func Healthy(minutes int) Segment { return healthy(minutes) }
+
+// Bad is minutes of 600 events a minute, share of them bad.
+func Bad(minutes int, share float64) Segment { return bad(minutes, share) }
+
+// QuietEvery returns evaluations every step minutes from first to last
+// expecting no burn-rate alert.
+func QuietEvery(first, last, step int) []SLOEval { return quietEvery(first, last, step) }
+
+// Tier indices of [BurnRates]: the 14.4× and 6× pages, the 3× and 1×
+// tickets.
+const (
+	TierPage1h   = tierPage1h
+	TierPage6h   = tierPage6h
+	TierTicket1d = tierTicket1d
+	TierTicket3d = tierTicket3d
+)
 
 func mins(n int) time.Duration { return time.Duration(n) * time.Minute }
 

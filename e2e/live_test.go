@@ -482,14 +482,16 @@ func TestLiveStack(t *testing.T) {
 	}
 
 	// ---- the live objective ----------------------------------------------
-	// Every request misses the 1ms TTFT target of the live SLO file: its
-	// error ratio moves to 1 in every window and the 14.4× page (1h and 5m
-	// windows) becomes active (its for: is 2m, so pending is enough).
+	// Nearly every request misses the 1ms TTFT target of the live SLO file
+	// (a few fast ones may not): its error ratio moves far above the 1.44%
+	// of a 14.4× burn in every window, the budget is overspent, and the
+	// 14.4× page (1h and 5m windows) becomes active (its for: is 2m, so
+	// pending is enough).
 	for _, w := range []time.Duration{5 * time.Minute, time.Hour, 30 * 24 * time.Hour} {
 		rec := fmt.Sprintf(`%s{%s=%q}`, alerts.ErrorRatioRecord(w), alerts.LabelSLO, liveSLOName)
-		waitFor(t, 30*time.Second, rec+" near 1", prom, func() error {
+		waitFor(t, 30*time.Second, rec+" above 10%", prom, func() error {
 			s, err := api.query(rec)
-			if err == nil && (len(s) != 1 || !(s[0].Value > 0.5)) {
+			if err == nil && (len(s) != 1 || !(s[0].Value > 0.1)) {
 				err = fmt.Errorf("%s = %v", rec, s)
 			}
 			return err
