@@ -48,7 +48,7 @@ type SLOScenario struct {
 	Traffic   []Segment
 	// Flat is the number of minutes the counters stay unchanged (no
 	// traffic); used instead of Traffic.
-	Flat  int
+	Flat int
 	// Model is the model label of the series; default picometer-tiny.
 	Model string
 	Evals []SLOEval
