@@ -20,7 +20,7 @@ var badSLOFiles = map[string]string{
 	"bad_target_above_buckets.toml":   `objective "itl": target: 120s is not a bucket bound of inter_token_latency; the largest bound is 80s`,
 	"bad_histogram.toml":              `objective "tokens": histogram: "prompt_tokens" is not a latency histogram of schema/ (one of ttft, time_per_output_token, request_duration, inter_token_latency, queue_duration, prefill_duration, decode_duration, step_duration)`,
 	"bad_window.toml":                 `objective "availability": window: "30 days" is not a duration (e.g. "5m", "1h", "30d")`,
-	"bad_selector_label.toml":         `objective "availability": selector: "model" is not a label of the availability series (labels: gen_ai_request_model, engine, gen_ai_operation_name, finish_reason)`,
+	"bad_selector_label.toml":         `objective "availability": selector: "model" is not a label of the availability series (labels: gen_ai_request_model, engine, gen_ai_operation_name)`,
 	"bad_sli.toml":                    `objective "availability": sli: "uptime" is not "availability" or "latency"`,
 	"bad_duplicate_name.toml":         `objective[1]: name: "ttft" is used twice`,
 	"bad_name.toml":                   `objective[0]: name: "TTFT p99" is not a lower-case identifier ([a-z][a-z0-9_]*)`,

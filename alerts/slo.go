@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +69,13 @@ func (o *Objective) Validate() error {
 		if o.targetSet || o.Target != 0 {
 			return fmt.Errorf("target: only a latency objective has one")
 		}
-		labels = labelNames(schema.IDRequestsFinished)
+		// Labels both the finished (all) and failed (bad) series carry.
+		failed := labelNames(schema.IDRequestsFailed)
+		for _, l := range labelNames(schema.IDRequestsFinished) {
+			if slices.Contains(failed, l) {
+				labels = append(labels, l)
+			}
+		}
 	case SLILatency:
 		f := latencyHistogram(o.Histogram)
 		if f == nil {
