@@ -219,9 +219,11 @@ func TestLivePrometheusParsesEveryQuery(t *testing.T) {
 // VictoriaMetrics receiving the sidecar's OTLP push. It drives real
 // completion requests, runs every dashboard query and rule expression
 // through Prometheus's HTTP API (each must parse, every panel must return
-// data), checks that the dashboards see the same series over OTLP, then
-// makes alerts fire for real: a test-only TTFT alert with a tiny
-// threshold, the stale-daemon alert after stopping the daemon, and the
+// data), checks that the dashboards (the SLO panels too, through their
+// inline queries) see the same series over OTLP, then makes alerts fire for
+// real: the burn-rate page of an operator's SLO file with a 1ms TTFT
+// objective (its error ratios move, its budget is overspent, the page turns
+// pending), the stale-daemon alert after stopping the daemon, and the
 // target-down alert after stopping the sidecar.
 func TestLiveStack(t *testing.T) {
 	sidecarBin := testenv.Binary(t, "picometer-sidecar")
