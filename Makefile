@@ -22,10 +22,11 @@ deps: ## install what make test needs and is missing: Debian packages (apt-get),
 	@scripts/deps.sh test
 	@$(MAKE) -s --no-print-directory $(VM_BIN)
 
-build: ## build picometerd (cgo: the C engine) and picometer-sidecar (no cgo: no libc mapped, less RSS) into bin/
+build: ## build picometerd (cgo: the C engine), picometer-sidecar (no cgo: no libc mapped, less RSS) and picometer-rules (rules from an SLO file) into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./daemon/cmd/picometerd
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./alerts/cmd/picometer-rules
 
 models: ## generate the tiny and default GGUF models under build/models (deterministic; not committed)
 	@mkdir -p $(MODELS)
@@ -61,7 +62,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 bench: models build $(SE_BIN) ## benchmarks, printed as a table of medians (BENCHCOUNT runs each, default 5)
 	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) scripts/bench.sh $${BENCHCOUNT:-5}
 
-generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules)
+generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules and their tests from alerts/slo.toml)
 	$(GO) generate ./...
 
 generate-check: generate ## fail when generated files differ from the committed ones

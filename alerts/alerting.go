@@ -70,15 +70,12 @@ func (s alertSpec) rules() []Rule {
 
 func num(v float64) string     { return strconv.FormatFloat(v, 'g', -1, 64) }
 func seconds(v float64) string { return num(v) + "s" }
-func percent(v float64) string { return num(v*100) + "%" }
+func percent(v float64) string { return strconv.FormatFloat(v*100, 'g', 12, 64) + "%" }
 
-// alertingGroups returns the alerting rules built with t.
+// alertingGroups returns the threshold alerts built with t: the
+// conditions no service level objective expresses (latency and errors are
+// objectives, see slo.go).
 func alertingGroups(t Thresholds) []Group {
-	q99 := func(id string) func(float64) string {
-		return func(th float64) string {
-			return fmt.Sprintf(`%s{%s="0.99"} > %s`, QuantileRecord(id), LabelQuantile, num(th))
-		}
-	}
 	above := func(series string) func(float64) string {
 		return func(th float64) string { return series + " > " + num(th) }
 	}
@@ -86,31 +83,7 @@ func alertingGroups(t Thresholds) []Group {
 	model := "{{ $labels." + LabelModel + " }}"
 	inst := "{{ $labels." + LabelInstance + " }}"
 
-	latency := []alertSpec{
-		{
-			name: "PicometerTTFTHigh", levels: tiers(t.TTFTP99),
-			expr: q99(schema.IDTTFT), threshold: seconds,
-			summary: "p99 time to first token is above %[1]s.",
-			description: "p99 time to first token of model " + model + " on " + inst +
-				" is {{ $value | humanizeDuration }} over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
-		},
-		{
-			name: "PicometerTimePerOutputTokenHigh", levels: tiers(t.TimePerOutputTokenP99),
-			expr: q99(schema.IDTimePerOutputToken), threshold: seconds,
-			summary: "p99 time per output token is above %[1]s.",
-			description: "p99 time per output token of model " + model + " on " + inst +
-				" is {{ $value | humanizeDuration }} over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
-		},
-	}
 	requests := []alertSpec{
-		{
-			name: "PicometerErrorRatioHigh", levels: tiers(t.ErrorRatio),
-			expr: above(RecordErrorRatio), threshold: percent,
-			summary: "More than %[1]s of requests fail on the server side.",
-			description: "{{ $value | humanizePercentage }} of the requests to model " + model + " on " + inst +
-				" finished with a server-side error (" + strings.Join(t.ServerErrorTypes, ", ") +
-				") over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
-		},
 		{
 			name: "PicometerWaitingQueueSaturated", levels: tiers(t.WaitingPerSlot),
 			expr: above(RecordWaitingPerSlot), threshold: num,
@@ -192,7 +165,6 @@ func alertingGroups(t Thresholds) []Group {
 		return g
 	}
 	return []Group{
-		build("picometer.latency.alerts", latency),
 		build("picometer.requests.alerts", requests),
 		build("picometer.engine.alerts", engine),
 		build("picometer.sidecar.alerts", sidecar),

@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,9 @@ func TestEveryAlertFiresAndStaysQuiet(t *testing.T) {
 		}
 	}
 	for _, r := range Alerts(Default()) {
+		if r.Alert == AlertErrorBudgetBurn {
+			continue // TestEveryBurnTierFiresAndStaysQuiet
+		}
 		if !quiet[r.Alert] {
 			t.Errorf("%s: no unit test where it stays quiet", r.Alert)
 		}
@@ -152,10 +156,10 @@ func TestRunbookHasSectionForEveryAlert(t *testing.T) {
 // rendered expressions and for: durations.
 func TestGroupsUseThresholds(t *testing.T) {
 	th := Default()
-	th.TTFTP99.Warning = Tier{Threshold: 0.001, For: time.Second}
+	th.KVCacheUsage.Warning = Tier{Threshold: 0.001, For: time.Second}
 	th.Job = "other-job"
 	out := string(Render(Groups(th)))
-	for _, want := range []string{`{quantile="0.99"} > 0.001'`, "for: 1s", `up{job="other-job"} == 0`, `absent(up{job="other-job"})`} {
+	for _, want := range []string{` > 0.001'`, "for: 1s", `up{job="other-job"} == 0`, `absent(up{job="other-job"})`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rules built from modified thresholds lack %q", want)
 		}
@@ -172,7 +176,7 @@ func TestThresholdsValidate(t *testing.T) {
 	}
 	f := func(name string, mod func(*Thresholds), want string) {
 		t.Helper()
-		th := Default()
+		th := Default().Thresholds
 		mod(&th)
 		err := th.Validate()
 		if err == nil || err.Error() != want {
@@ -180,17 +184,17 @@ func TestThresholdsValidate(t *testing.T) {
 		}
 	}
 	f("empty job", func(t *Thresholds) { t.Job = "" }, "job: empty")
-	f("critical below warning", func(t *Thresholds) { t.TTFTP99.Critical.Threshold = 1 },
-		"ttft_p99: critical threshold 1 is not above warning 2")
-	f("no for", func(t *Thresholds) { t.KVCacheUsage.Warning.For = 0 }, "kv_cache_usage: both tiers need a positive for")
-	f("negative", func(t *Thresholds) { t.EventsLostRatio.Warning.Threshold = -1 }, "events_lost_ratio: warning threshold -1 < 0")
+	f("critical below warning", func(t *Thresholds) { t.WaitingPerSlot.Critical.Threshold = 0.5 },
+		"thresholds.waiting_per_slot: critical threshold 0.5 is not above warning 1")
+	f("no for", func(t *Thresholds) { t.KVCacheUsage.Warning.For = 0 }, "thresholds.kv_cache_usage: both tiers need a positive for")
+	f("negative", func(t *Thresholds) { t.EventsLostRatio.Warning.Threshold = -1 }, "thresholds.events_lost_ratio: warning threshold -1 < 0")
 	f("fraction over 1", func(t *Thresholds) { t.KVCacheUsage.Critical.Threshold = 1.5 },
-		"kv_cache_usage: threshold 1.5 is a fraction and cannot exceed 1")
+		"thresholds.kv_cache_usage: threshold 1.5 is a fraction and cannot exceed 1")
 	f("unknown error type", func(t *Thresholds) { t.ServerErrorTypes = []string{"boom"} },
 		`server_error_types: "boom" is not an error type of schema.ErrorTypes`)
 	f("no error types", func(t *Thresholds) { t.ServerErrorTypes = nil }, "server_error_types: empty")
-	f("single tier without for", func(t *Thresholds) { t.TargetAbsent.For = 0 }, "target_absent: for must be positive")
-	f("negative draft rate", func(t *Thresholds) { t.SpecMinDraftRate = -1 }, "spec_min_draft_rate: -1 < 0")
+	f("single tier without for", func(t *Thresholds) { t.TargetAbsent.For = 0 }, "thresholds.target_absent: for must be positive")
+	f("negative draft rate", func(t *Thresholds) { t.SpecMinDraftRate = -1 }, "thresholds.spec_acceptance.min_draft_rate: -1 < 0")
 }
 
 func TestPromDuration(t *testing.T) {
@@ -205,6 +209,9 @@ func TestPromDuration(t *testing.T) {
 	f(90*time.Second, "90s")
 	f(5*time.Minute, "5m")
 	f(2*time.Hour, "2h")
+	f(24*time.Hour, "1d")
+	f(30*24*time.Hour, "30d")
+	f(36*time.Hour, "36h")
 	f(1500*time.Millisecond, "1500ms")
 }
 
@@ -256,11 +263,80 @@ func TestRecordedNames(t *testing.T) {
 			if r.Record == "" {
 				continue
 			}
-			k := r.Record + "/" + r.Label(LabelQuantile)
+			k := r.Record + "/" + r.Label(LabelQuantile) + "/" + r.Label(LabelSLO)
 			if seen[k] {
 				t.Errorf("recording rule %s defined twice with the same labels", k)
 			}
 			seen[k] = true
+		}
+	}
+}
+
+// Every burn-rate tier fires in some scenario of the default objectives, and
+// some evaluation expects quiet; the fast-burn scenario fires by the
+// workbook's detection time.
+func TestEveryBurnTierFiresAndStaysQuiet(t *testing.T) {
+	fires := map[int]bool{}
+	quiet := false
+	for _, sc := range DefaultSLOScenarios() {
+		for _, ev := range sc.Evals {
+			quiet = quiet || len(ev.Fires) == 0
+			for _, i := range ev.Fires {
+				fires[i] = true
+			}
+		}
+	}
+	for i, br := range BurnRates {
+		if !fires[i] {
+			t.Errorf("burn tier %d (%s %s/%s %v×) fires in no scenario", i, br.Severity, PromDuration(br.Long), PromDuration(br.Short), br.Factor)
+		}
+	}
+	if !quiet {
+		t.Error("no scenario expects the burn-rate alerts to stay quiet")
+	}
+}
+
+// The fast-burn scenario's first firing evaluation is within the workbook
+// detection time (budget / bad share × long window × factor) plus for: and
+// one evaluation step of slack per window boundary.
+func TestFastBurnWithinDetectionTime(t *testing.T) {
+	d := Default()
+	o := d.objective("availability")
+	br := BurnRates[tierPage1h]
+	detect := time.Duration(o.Budget() / 0.10 * float64(br.Long) * br.Factor)
+	if got, want := detect.Round(time.Second), 43*time.Minute+12*time.Second; got != want {
+		t.Fatalf("detection time %v, want %v", got, want)
+	}
+	for _, sc := range DefaultSLOScenarios() {
+		if !strings.HasPrefix(sc.Name, "fast burn (10% bad") {
+			continue
+		}
+		start := sc.Traffic[0].Minutes
+		for _, ev := range sc.Evals {
+			firing := len(ev.Fires) > 0
+			limit := mins(start) + detect + br.For + 2*time.Minute
+			if ev.At > limit && !firing {
+				t.Errorf("at %v (> %v) the page is expected quiet", ev.At, limit)
+			}
+			if ev.At < mins(start)+detect && firing {
+				t.Errorf("at %v the page fires before the detection time", ev.At)
+			}
+		}
+		return
+	}
+	t.Fatal("no fast-burn scenario")
+}
+
+// RUNBOOK.md's burn-rate table matches BurnRates.
+func TestRunbookBurnTable(t *testing.T) {
+	md, err := os.ReadFile("RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, br := range BurnRates {
+		row := fmt.Sprintf("| %s | %s | %s× | %s |", PromDuration(br.Long), PromDuration(br.Short), num(br.Factor), PromDuration(br.For))
+		if !strings.Contains(string(md), row) {
+			t.Errorf("RUNBOOK.md has no row %q", row)
 		}
 	}
 }

@@ -57,20 +57,25 @@ type Group struct {
 	Rules []Rule
 }
 
-// Groups returns every recording and alerting rule group built with t.
-// It panics with a BUG: prefix when t does not validate: thresholds are
-// compile-time values of this package's users.
-func Groups(t Thresholds) []Group {
-	if err := t.Validate(); err != nil {
-		panic("BUG: alerts: invalid thresholds: " + err.Error())
+// Groups returns every recording and alerting rule group built from c: the
+// recording rules, the SLO rules and burn-rate alerts of every objective,
+// and the threshold alerts. This is what a rule file, or a
+// PrometheusRule's spec.groups, holds. It panics with a BUG: prefix when c
+// does not validate: configurations come from [ParseConfig], which
+// validates, or are modified copies made by tests.
+func Groups(c Config) []Group {
+	if err := c.Validate(); err != nil {
+		panic("BUG: alerts: invalid configuration: " + err.Error())
 	}
-	return append(recordingGroups(t), alertingGroups(t)...)
+	out := recordingGroups(c.Thresholds)
+	out = append(out, SLOGroups(c)...)
+	return append(out, alertingGroups(c.Thresholds)...)
 }
 
-// Alerts returns every alerting rule built with t, in file order.
-func Alerts(t Thresholds) []Rule {
+// Alerts returns every alerting rule built from c, in file order.
+func Alerts(c Config) []Rule {
 	var out []Rule
-	for _, g := range Groups(t) {
+	for _, g := range Groups(c) {
 		for _, r := range g.Rules {
 			if r.Alert != "" {
 				out = append(out, r)
@@ -103,27 +108,52 @@ const RulesFile = "picometer.rules.yml"
 // "# ") start the file.
 func Render(groups []Group, header ...string) []byte {
 	var b bytes.Buffer
+	writeHeader(&b, header)
+	b.WriteString("groups:\n")
+	writeGroups(&b, "", groups)
+	return b.Bytes()
+}
+
+// PrometheusRule writes groups as a prometheus-operator PrometheusRule
+// object (monitoring.coreos.com/v1) named name, in namespace when not "".
+func PrometheusRule(groups []Group, name, namespace string, header ...string) []byte {
+	var b bytes.Buffer
+	writeHeader(&b, header)
+	b.WriteString("apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n")
+	fmt.Fprintf(&b, "  name: %s\n", yamlString(name))
+	if namespace != "" {
+		fmt.Fprintf(&b, "  namespace: %s\n", yamlString(namespace))
+	}
+	b.WriteString("  labels:\n    app.kubernetes.io/name: 'picometer'\n    app.kubernetes.io/component: 'alerting-rules'\n")
+	b.WriteString("spec:\n  groups:\n")
+	writeGroups(&b, "  ", groups)
+	return b.Bytes()
+}
+
+func writeHeader(b *bytes.Buffer, header []string) {
 	for _, h := range header {
 		b.WriteString(strings.TrimRight("# "+h, " ") + "\n")
 	}
-	b.WriteString("groups:\n")
+}
+
+// writeGroups writes the items of a groups: list, each line after indent.
+func writeGroups(b *bytes.Buffer, indent string, groups []Group) {
 	for _, g := range groups {
-		fmt.Fprintf(&b, "  - name: %s\n    rules:\n", yamlString(g.Name))
+		fmt.Fprintf(b, "%s  - name: %s\n%s    rules:\n", indent, yamlString(g.Name), indent)
 		for _, r := range g.Rules {
 			if r.Record != "" {
-				fmt.Fprintf(&b, "      - record: %s\n", yamlString(r.Record))
+				fmt.Fprintf(b, "%s      - record: %s\n", indent, yamlString(r.Record))
 			} else {
-				fmt.Fprintf(&b, "      - alert: %s\n", yamlString(r.Alert))
+				fmt.Fprintf(b, "%s      - alert: %s\n", indent, yamlString(r.Alert))
 			}
-			fmt.Fprintf(&b, "        expr: %s\n", yamlString(r.Expr))
+			fmt.Fprintf(b, "%s        expr: %s\n", indent, yamlString(r.Expr))
 			if r.For > 0 {
-				fmt.Fprintf(&b, "        for: %s\n", PromDuration(r.For))
+				fmt.Fprintf(b, "%s        for: %s\n", indent, PromDuration(r.For))
 			}
-			writeKVs(&b, "        ", "labels", r.Labels)
-			writeKVs(&b, "        ", "annotations", r.Annotations)
+			writeKVs(b, indent+"        ", "labels", r.Labels)
+			writeKVs(b, indent+"        ", "annotations", r.Annotations)
 		}
 	}
-	return b.Bytes()
 }
 
 func writeKVs(b *bytes.Buffer, indent, name string, kvs []KV) {
@@ -147,11 +177,14 @@ func yamlString(s string) string {
 }
 
 // PromDuration formats d the way Prometheus writes durations: "90s", "5m",
-// "2h" (the largest unit that divides d exactly; milliseconds below 1s).
+// "2h", "30d" (the largest unit that divides d exactly; milliseconds below
+// 1s).
 func PromDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0s"
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	case d%time.Hour == 0:
 		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 	case d%time.Minute == 0:

@@ -130,14 +130,6 @@ func UnitTests() []UnitTest {
 	w, c := SeverityWarning, SeverityCritical
 	both := []string{w, c}
 	tm := labels(testTarget, testModel)
-	op := []KV{testOp}
-	q99 := []KV{{LabelQuantile, "0.99"}}
-	finished := func(reason string, perMin float64) InputSeries {
-		return counter(schema.IDRequestsFinished, perMin, tm, op, []KV{{LabelFinishReason, reason}})
-	}
-	failed := func(typ string, perMin float64) InputSeries {
-		return counter(schema.IDRequestsFailed, perMin, tm, op, []KV{{LabelErrorType, typ}})
-	}
 	spec := func(draftPerMin, acceptedPerMin float64) []InputSeries {
 		var out []InputSeries
 		for _, pos := range []string{"0", "1"} {
@@ -156,38 +148,9 @@ func UnitTests() []UnitTest {
 		return counter(schema.IDSidecarDecodeErrors, perMin, testTarget, []KV{{LabelReason, schema.ReasonMalformed}})
 	}
 	slots := gauge(schema.IDSlots, 8, tm)
-	ttft := func(le float64) []InputSeries { return histogram(schema.IDTTFT, le, tm, op) }
-	tpot := func(le float64) []InputSeries { return histogram(schema.IDTimePerOutputToken, le, tm, op) }
 	m := time.Minute
 
 	return []UnitTest{
-		// TTFT: all requests in (0.75, 1], (2.5, 5] or (7.5, 10] seconds.
-		{Name: "TTFT p99 under 1s stays quiet", Alert: "PicometerTTFTHigh", Series: ttft(1), Eval: 20 * m},
-		{Name: "TTFT p99 of 4.975s fires warning", Alert: "PicometerTTFTHigh", Series: ttft(5), Eval: 20 * m,
-			Fires: []string{w}, Labels: labels(tm, q99), Value: "4.975s"},
-		{Name: "TTFT p99 of 4.975s is still pending before for: elapses", Alert: "PicometerTTFTHigh", Series: ttft(5), Eval: 8 * m},
-		{Name: "TTFT p99 of 9.975s fires warning and critical", Alert: "PicometerTTFTHigh", Series: ttft(10), Eval: 20 * m,
-			Fires: both, Labels: labels(tm, q99), Value: "9.975s"},
-
-		// Time per output token: (0.05, 0.075], (0.15, 0.2], (0.3, 0.4].
-		{Name: "TPOT p99 of 75ms stays quiet", Alert: "PicometerTimePerOutputTokenHigh", Series: tpot(0.075), Eval: 20 * m},
-		{Name: "TPOT p99 of 199.5ms fires warning", Alert: "PicometerTimePerOutputTokenHigh", Series: tpot(0.2), Eval: 20 * m,
-			Fires: []string{w}, Labels: labels(tm, q99), Value: "199.5ms"},
-		{Name: "TPOT p99 of 399ms fires warning and critical", Alert: "PicometerTimePerOutputTokenHigh", Series: tpot(0.4), Eval: 20 * m,
-			Fires: both, Labels: labels(tm, q99), Value: "399ms"},
-
-		// Error ratio: 600 ok requests a minute plus errors.
-		{Name: "client errors do not count as server errors", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
-			Series: []InputSeries{finished(schema.FinishStop, 600), finished(schema.FinishError, 300), failed(schema.ErrInvalidRequest, 300)}},
-		{Name: "no errors at all stays quiet", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
-			Series: []InputSeries{finished(schema.FinishStop, 600)}},
-		{Name: "1 engine error in 11 requests fires warning", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
-			Series: []InputSeries{finished(schema.FinishStop, 600), finished(schema.FinishError, 60), failed(schema.ErrEngine, 60)},
-			Fires:  []string{w}, Labels: tm, Value: "9.091%"},
-		{Name: "1 queue_full in 3 requests fires warning and critical", Alert: "PicometerErrorRatioHigh", Eval: 20 * m,
-			Series: []InputSeries{finished(schema.FinishStop, 600), finished(schema.FinishError, 300), failed(schema.ErrQueueFull, 300)},
-			Fires:  both, Labels: tm, Value: "33.33%"},
-
 		// Waiting queue: 8 slots.
 		{Name: "4 waiting on 8 slots stays quiet", Alert: "PicometerWaitingQueueSaturated", Eval: 20 * m,
 			Series: []InputSeries{slots, gauge(schema.IDRequestsWaiting, 4, tm)}},

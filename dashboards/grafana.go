@@ -197,4 +197,9 @@ type Target struct {
 	Range        bool           `json:"range,omitempty"`
 	EditorMode   string         `json:"editorMode"`
 	Interval     string         `json:"interval,omitempty"`
+	// Inline is the same query written over the exported series instead
+	// of recording rules, for a store that does not run alerts/'s rules
+	// (the e2e test asks VictoriaMetrics, fed over OTLP, with it). Not
+	// part of the dashboard JSON.
+	Inline string `json:"-"`
 }

@@ -121,10 +121,17 @@ func Overview() *Dashboard {
 			" (5m rates). Client errors (invalid_request, …) and disconnects (cancelled) are shown too; "+
 			"only server-side types count in the error ratio. "+help(schema.IDRequestsFailed),
 		target(fmt.Sprintf("sum by (%s) (%s)", alerts.LabelErrorType, sel(alerts.RecordFailedRate)), "{{error_type}}")))
-	b.add(8, 8, withThresholds(timeseries("Server error ratio", unitPercent,
+	b.add(8, 8, timeseries("Server error ratio", unitPercent,
 		"Share of finished requests that failed on the server side ("+strings.Join(th.ServerErrorTypes, ", ")+
-			") over 5m, from "+alerts.RecordErrorRatio+". Lines: the PicometerErrorRatioHigh warning and critical thresholds.",
-		target(sel(alerts.RecordErrorRatio), modelLegend)), th.ErrorRatio))
+			") over 5m, from "+alerts.RecordErrorRatio+". The availability objective's burn rate is in the SLOs row.",
+		target(sel(alerts.RecordErrorRatio), modelLegend)))
+
+	// ---- SLOs -----------------------------------------------------------
+	if len(th.Objectives) > 0 {
+		b.row("SLOs")
+		b.add(12, 8, sloBudgetPanel(th))
+		b.add(12, 8, sloBurnPanel(th))
+	}
 
 	// ---- tokens ---------------------------------------------------------
 	b.row("Tokens")
@@ -137,11 +144,9 @@ func Overview() *Dashboard {
 
 	// ---- latency --------------------------------------------------------
 	b.row("Latency")
-	b.add(8, 8, withThresholds(latency("Time to first token", schema.IDTTFT,
-		" Lines: the PicometerTTFTHigh p99 thresholds."), th.TTFTP99))
-	b.add(8, 8, withThresholds(latency("Time per output token", schema.IDTimePerOutputToken,
-		" Lines: the PicometerTimePerOutputTokenHigh p99 thresholds."), th.TimePerOutputTokenP99))
-	b.add(8, 8, latency("Inter-token latency", schema.IDInterTokenLatency, ""))
+	b.add(8, 8, withSLOTarget(latency("Time to first token", schema.IDTTFT, ""), th, schema.IDTTFT))
+	b.add(8, 8, withSLOTarget(latency("Time per output token", schema.IDTimePerOutputToken, ""), th, schema.IDTimePerOutputToken))
+	b.add(8, 8, withSLOTarget(latency("Inter-token latency", schema.IDInterTokenLatency, ""), th, schema.IDInterTokenLatency))
 	b.add(6, 8, latency("End-to-end request time", schema.IDRequestDuration, ""))
 	b.add(6, 8, latency("Queue time", schema.IDQueueDuration, ""))
 	b.add(6, 8, latency("Prefill time", schema.IDPrefillDuration, ""))

@@ -121,7 +121,7 @@ func compareOTLP(t *testing.T, prom, vm promAPI, vmProc *proc, model string, cou
 	// sample in one store and two in the other (rate and increase need two
 	// in Prometheus), so each query is compared until both agree, for at
 	// most 10s; a real naming difference persists and fails.
-	compare := func(where, expr string) {
+	compare := func(where, expr string, mustHaveData bool) {
 		var ps, vs []promSample
 		var diff error
 		for deadline := time.Now().Add(10 * time.Second); ; {
@@ -145,20 +145,28 @@ func compareOTLP(t *testing.T, prom, vm promAPI, vmProc *proc, model string, cou
 		if diff != nil {
 			t.Errorf("%s: scraped and OTLP series differ: %v\n  query: %s", where, diff, expr)
 		}
+		if mustHaveData && (!finite(ps) || !finite(vs)) {
+			t.Errorf("%s: no finite value scraped (%v) or over OTLP (%v)\n  query: %s", where, ps, vs, expr)
+		}
 		n++
 		series += len(ps)
 	}
 	for _, q := range panels {
-		compare(q.where, q.expr)
+		compare(q.where, q.expr, q.mustHaveData)
 	}
 	for _, r := range rules {
-		compare("recording rule "+r.name, r.expr)
+		compare("recording rule "+r.name, r.expr, false)
 	}
 	t.Logf("%d dashboard queries and recording-rule expressions (%d series) return the same series scraped and over OTLP", n, series)
 }
 
 // panelQuery is a dashboard query with its variables substituted.
-type panelQuery struct{ where, expr string }
+// mustHaveData: the panel must return a finite value from both stores (the
+// SLO panels, whose inline query stands for recorded series).
+type panelQuery struct {
+	where, expr  string
+	mustHaveData bool
+}
 
 // ruleQuery is a rule's name and expression.
 type ruleQuery struct{ name, expr string }

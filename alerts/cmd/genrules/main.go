@@ -1,5 +1,7 @@
-// Command genrules writes alerts/picometer.rules.yml and the promtool unit
-// tests alerts/tests/picometer_test.yml from the Go tables of package alerts.
+// Command genrules writes alerts/picometer.rules.yml and its promtool unit
+// tests (alerts/tests/picometer_test.yml, alerts/tests/slo_test.yml) from
+// alerts/slo.toml through package alerts (make generate). Operators use
+// picometer-rules instead.
 package main
 
 import (
