@@ -62,7 +62,7 @@ type unit struct {
 var (
 	unitSeconds = unit{"seconds", appendDuration}
 	unitPerSec  = unit{"per second", func(b []byte, v float64) []byte { return append(appendShort(b, v), "/s"...) }}
-	unitTokSec  = unit{"tokens per second", func(b []byte, v float64) []byte { return append(appendShort(b, v), " tok/s"...) }}
+	unitTokSec  = unit{"tokens per second", func(b []byte, v float64) []byte { return append(appendShort(b, v), "/s"...) }}
 	unitPercent = unit{"percent", func(b []byte, v float64) []byte { return append(appendShort(b, v*100), " %"...) }}
 	unitCount   = unit{"requests", appendShort}
 	unitTokens  = unit{"tokens per draft", func(b []byte, v float64) []byte { return append(appendShort(b, v), " tok"...) }}
