@@ -23,7 +23,7 @@ type view struct {
 	hist []*targetHistory
 }
 
-// view reads the aggregation now; the caller holds h.mu.
+// viewLocked reads the aggregation now; the caller holds h.mu.
 func (h *history) viewLocked(now time.Time) view {
 	h.agg.read(&h.live, false, nil)
 	v := view{h: h, now: now, live: &h.live, hist: h.viewHist[:0]}
@@ -34,10 +34,10 @@ func (h *history) viewLocked(now time.Time) view {
 	return v
 }
 
-// steps returns how many steps the rings hold and the ring slot of step k
-// (0 the oldest).
+// slot is the ring slot of step k of the h.n steps held (0 the oldest).
 func (h *history) slot(k int) int { return (h.head - h.n + k + 2*HistoryLen) % HistoryLen }
 
+// at is field's value at step k.
 func (th *targetHistory) at(h *history, k, field int) float32 {
 	return th.vals[h.slot(k)*hFields+field]
 }
