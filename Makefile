@@ -62,6 +62,13 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 bench: models build $(SE_BIN) ## benchmarks, printed as a table of medians (BENCHCOUNT runs each, default 5)
 	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) scripts/bench.sh $${BENCHCOUNT:-5}
 
+.PHONY: screenshot
+screenshot: build models ## regenerate docs/status-page.png, the README's picture of the status page (daemon, sidecar, PAGE_TRAFFIC of traffic, default 3m; headless chromium)
+	PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_PAGE_TRAFFIC=$${PAGE_TRAFFIC:-3m} \
+		$(GO) test -count=1 -timeout 20m -run 'TestLivePage$$' ./e2e/
+	@mkdir -p docs
+	cp build/status-page.png docs/status-page.png
+
 generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules and their tests from alerts/slo.toml)
 	$(GO) generate ./...
 

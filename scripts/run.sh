@@ -78,6 +78,7 @@ done
 cat <<MSG
 
   picometer is up.
+    status page  http://$METRICS_ADDR/
     completions  http://$DAEMON_ADDR/v1/completions  (and /v1/chat/completions, /v1/models)
     metrics      http://$METRICS_ADDR/metrics
     engine JSON  http://$DAEMON_ADDR/debug/engine_metrics

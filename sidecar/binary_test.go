@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -175,6 +176,9 @@ func TestLiveRSS(t *testing.T) {
 			if otlp {
 				time.Sleep(time.Second) // a couple of exports
 			}
+			// The status page counts too: wait for a history sample with
+			// every daemon in it (a 5 s ticker), and render the page.
+			waitWithin(t, 4*HistoryStep, func() bool { return pageTargets(t, addr) == daemons })
 			rss, hwm, anon, file := procStatus(t, cmd.Process.Pid)
 			mib := func(kb int) float64 { return float64(kb) / 1024 }
 			t.Logf("RSS idle %.1f MiB (anon %.1f, file %.1f); after %d daemons × %d events: %.1f MiB (anon %.1f, file %.1f), peak %.1f MiB (aim ≤ 15 MiB)",
@@ -241,4 +245,35 @@ func TestBinaryFlags(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "another process is listening on it") {
 		t.Fatalf("second sidecar: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// pageTargets GETs the status page and /api/v1/status from a running
+// sidecar and returns how many targets have history.
+func pageTargets(t testing.TB, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /: HTTP %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + addr + "/api/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("/api/v1/status: %v", err)
+	}
+	n := 0
+	for _, tg := range doc.Targets {
+		if tg.Series != nil {
+			n++
+		}
+	}
+	return n
 }

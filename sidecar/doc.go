@@ -65,4 +65,48 @@
 // shadows fed by the same observations (kept only when OTLP is on), so both
 // outputs carry the same numbers; points are cumulative with the schema's
 // explicit bounds. Export failures are counted and logged, never fatal.
+//
+// # Status page
+//
+// GET / serves a page a person reads without Prometheus or Grafana: one
+// self-contained HTML document (inline CSS, SVG drawn by the sidecar, no
+// script, nothing fetched from elsewhere, so it works offline) that reloads
+// itself every 5 s. Per target, over the last 15 minutes: requests and
+// errors per second by error type; TTFT p50/p99, ITL p50/p99 and time per
+// output token p50; generated and prompt tokens per second; running
+// requests against slots, waiting requests; KV-cache usage; speculative
+// acceptance rate (accepted over drafted tokens) and accepted tokens per
+// draft; the mean decode step time by batch size (MLC-LLM's
+// decode_time_by_batch_size, since start). Then the sidecar's health:
+// events per second, events lost (sequence gaps) and dropped by daemons,
+// rejected lines by reason.
+//
+// GET /api/v1/status is the same as JSON: "time", "step_seconds",
+// "quantile_window_seconds", "times" (unix seconds of the steps, oldest
+// first), "sidecar" (connections, events_total and rejected_total by kind
+// and reason, series events_per_second and rejected_per_second by reason)
+// and "targets", each with model, engine, connected, "totals" (requests,
+// errors, prompt_tokens, generation_tokens, events_lost, events_dropped,
+// spec_draft_tokens, spec_accepted_tokens, errors_by_type), "now" (the
+// gauges), decode_time_by_batch_size ([{batch_size, steps,
+// mean_seconds}]) and "series": one array per quantity, aligned with
+// "times", null where there is no value (requests_per_second,
+// errors_per_second, generation_tokens_per_second,
+// prompt_tokens_per_second, ttft_p50_seconds, ttft_p99_seconds,
+// itl_p50_seconds, itl_p99_seconds, time_per_output_token_p50_seconds,
+// requests_running, slots, requests_waiting, kv_cache_usage_ratio,
+// spec_acceptance_ratio, spec_accepted_per_draft, events_lost_per_second,
+// events_dropped_per_second, errors_per_second_by_type).
+//
+// Totals and gauges are read when the page is asked for, from the series
+// /metrics writes, so they equal the exposition's at that moment. The
+// history is sampled by a ticker every HistoryStep (5 s) into fixed rings of
+// HistoryLen (180) steps for up to MaxHistoryTargets (16) targets, about
+// 30 KiB each; nothing is added to the per-event path. Rates are counter
+// deltas over a step (a counter that went down restarts from zero, as in
+// rate()); latency quantiles are histogram_quantile over the bucket deltas
+// of a QuantileWindow (1 min) window, read from the histogram families' own
+// exposition. Files: reading.go (the read-only view of the aggregation),
+// history.go (rings and sampler), quantile.go, status.go (JSON), page.go
+// and page.css (HTML).
 package sidecar

@@ -23,6 +23,7 @@ type Sidecar struct {
 	// Agg is the aggregation both outputs read.
 	Agg  *Aggregator
 	push *OTLP // nil when OTLP is off
+	hist *history
 }
 
 // Options are New's dependencies; zero values mean the real ones.
@@ -54,6 +55,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 	}
 	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
 	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: time.Duration(cfg.ExpireAfter), Logger: opt.Logger})
+	s.hist = newHistory(s.Agg)
 	if o.Enabled {
 		exp, err := NewExporter(ctx, o)
 		if err != nil {
@@ -84,10 +86,12 @@ func (s *Sidecar) FlushOTLP(ctx context.Context) error {
 	return s.push.ForceFlush(ctx)
 }
 
-// Handler serves GET /metrics (the Prometheus text exposition) and
-// GET /health ("ok").
+// Handler serves GET /metrics (the Prometheus text exposition),
+// GET /health ("ok"), the status page on / and its JSON on /api/v1/status.
 func (s *Sidecar) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/", s.hist.ServePage)
+	mux.HandleFunc("/api/v1/status", s.hist.ServeStatus)
 	mux.Handle("/metrics", s.Agg.reg)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -115,7 +119,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		sock.Close()
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
-	s.log.Info("picometer-sidecar listening", "socket", s.cfg.Socket, "metrics", "http://"+web.Addr().String()+"/metrics",
+	s.log.Info("picometer-sidecar listening", "socket", s.cfg.Socket, "page", "http://"+web.Addr().String()+"/", "metrics", "http://"+web.Addr().String()+"/metrics",
 		"otlp", s.otlp.Enabled, "otlp_protocol", s.otlp.Protocol, "otlp_endpoint", s.otlp.Endpoint)
 	return s.Serve(ctx, sock, web)
 }
@@ -135,6 +139,9 @@ func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
 	}()
 	tick := time.NewTicker(min(max(time.Duration(s.cfg.ExpireAfter)/4, time.Second), time.Minute))
 	defer tick.Stop()
+	s.hist.sample(s.now())
+	histTick := time.NewTicker(HistoryStep) // the status page's rings
+	defer histTick.Stop()
 	var err error
 loop:
 	for {
@@ -143,6 +150,8 @@ loop:
 			break loop
 		case <-tick.C:
 			s.Agg.Expire(s.now())
+		case <-histTick.C:
+			s.hist.sample(s.now())
 		case err = <-httpErr:
 			err = fmt.Errorf("http: %w", err)
 			break loop
