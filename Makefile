@@ -39,9 +39,11 @@ run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (when 
 
 test: deps lint models build $(VM_BIN) test-go test-nocgo test-c ## everything CI runs
 
-test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics)
-	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
+test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics); then the oracle tests' counts
+	@rm -rf build/reports
+	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_REPORT_DIR=$(CURDIR)/build/reports \
 		$(GO) test -count=1 -timeout 20m ./...
+	@cat build/reports/report.txt 2>/dev/null || true
 
 test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/ promises ErrNoCgo, no panic)
 	CGO_ENABLED=0 $(GO) vet ./schema/... ./sidecar/... ./native/...
