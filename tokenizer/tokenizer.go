@@ -245,8 +245,18 @@ func (t *Tokenizer) encodeText(dst []int32, text string) []int32 {
 	if text == "" {
 		return dst
 	}
-	if t.kind == kindSPM {
+	switch t.kind {
+	case kindSPM:
 		return t.encodeSPM(dst, text)
+	case kindBytes: // one token per byte
+		for i := 0; i < len(text); i++ {
+			if id := t.byteTok[text[i]]; id >= 0 {
+				dst = append(dst, id)
+			} else if t.v.Unk >= 0 {
+				dst = append(dst, t.v.Unk)
+			}
+		}
+		return dst
 	}
 	if t.nfc && !norm.NFC.IsNormalString(text) {
 		text = norm.NFC.String(text)
@@ -262,9 +272,15 @@ func (t *Tokenizer) encodeText(dst []int32, text string) []int32 {
 		}
 		syms = syms[:0]
 		for i := 0; i < len(w); i++ {
-			syms = append(syms, t.byteTok[w[i]])
+			if id := t.byteTok[w[i]]; id >= 0 {
+				syms = append(syms, id)
+			} else if t.v.Unk >= 0 {
+				syms = append(syms, t.v.Unk) // a vocabulary without this byte
+			}
 		}
-		dst = bpe(dst, syms, t.ranks)
+		if len(syms) > 0 {
+			dst = bpe(dst, syms, t.ranks)
+		}
 	})
 	return dst
 }
@@ -301,4 +317,60 @@ func (t *Tokenizer) spmChar(syms []int32, c string) []int32 {
 		}
 	}
 	return syms
+}
+
+// EncodeRendered appends the ids of a rendered chat template: special
+// tokens are matched in the template's own text but not inside plain, the
+// byte spans [start, end) of text that hold message contents (sorted, not
+// overlapping), so a user who writes "<|eot_id|>" gets the characters,
+// not the token. The text between special tokens is encoded whole, so
+// where no content holds a special token's text the ids are those of
+// Encode(text, true), as Hugging Face's apply_chat_template gives.
+func (t *Tokenizer) EncodeRendered(dst []int32, text string, plain [][2]int) []int32 {
+	start, p := 0, 0
+	for i := 0; i < len(text); {
+		for p < len(plain) && plain[p][1] <= i {
+			p++
+		}
+		tr, limit := t.special, len(text)
+		if p < len(plain) {
+			if plain[p][0] <= i {
+				tr, limit = t.user, plain[p][1] // in a content: user-defined tokens only
+			} else {
+				limit = plain[p][0]
+			}
+		}
+		id, n := tr.match(text[i:limit])
+		if n == 0 {
+			i++
+			continue
+		}
+		dst = t.encodeText(dst, text[start:i])
+		dst = append(dst, id)
+		i += n
+		start = i
+	}
+	return t.encodeText(dst, text[start:])
+}
+
+// ContentSpans finds the contents of a conversation in its rendered text,
+// in order (each as written, else trimmed of surrounding white space, as
+// templates often trim), for [Tokenizer.EncodeRendered]. A content the
+// template rewrote beyond that is not found and gets no span.
+func ContentSpans(text string, contents []string) [][2]int {
+	var spans [][2]int
+	pos := 0
+	for _, c := range contents {
+		for _, s := range []string{c, strings.TrimSpace(c)} {
+			if s == "" {
+				break
+			}
+			if i := strings.Index(text[pos:], s); i >= 0 {
+				spans = append(spans, [2]int{pos + i, pos + i + len(s)})
+				pos += i + len(s)
+				break
+			}
+		}
+	}
+	return spans
 }
