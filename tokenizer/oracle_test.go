@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/picometer/picometer/internal/testenv"
@@ -79,6 +80,24 @@ func hfFiles(tb testing.TB, model string) (tj, cfg []byte) {
 // the path a model file written by mkmodel takes.
 func loadHF(tb testing.TB, model string) *Tokenizer {
 	tb.Helper()
+	loaded.Lock()
+	defer loaded.Unlock()
+	if tk, ok := loaded.m[model]; ok {
+		return tk
+	}
+	tk := loadHFUncached(tb, model)
+	loaded.m[model] = tk
+	return tk
+}
+
+// loaded caches loadHF per model: a 262k-token tokenizer.json takes
+// seconds to read, and several tests use each.
+var loaded = struct {
+	sync.Mutex
+	m map[string]*Tokenizer
+}{m: map[string]*Tokenizer{}}
+
+func loadHFUncached(tb testing.TB, model string) *Tokenizer {
 	tj, cfg := hfFiles(tb, model)
 	v, err := FromHF(tj, cfg)
 	if err != nil {

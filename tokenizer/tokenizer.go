@@ -26,6 +26,10 @@ type Tokenizer struct {
 	special *trie  // control, user-defined and unknown tokens
 	user    *trie  // user-defined tokens: matched in any text, as llama.cpp and Hugging Face do
 	isCtl   []bool // control tokens: decoded as "" when streaming to users
+	cache   *wordCache
+
+	spmWords bool  // SPM: no token has ▁ after another character
+	space    int32 // SPM: the ▁ token (-1 if none)
 }
 
 const (
@@ -47,7 +51,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 	if v.Scores != nil && len(v.Scores) != n {
 		return nil, fmt.Errorf("tokenizer.ggml.scores: %d entries for %d tokens", len(v.Scores), n)
 	}
-	t := &Tokenizer{v: v, piece: make([][]byte, n), isCtl: make([]bool, n), special: newTrie(), user: newTrie()}
+	t := &Tokenizer{v: v, piece: make([][]byte, n), isCtl: make([]bool, n), special: newTrie(), user: newTrie(), cache: newWordCache()}
 	for i := range t.byteTok {
 		t.byteTok[i] = -1
 	}
@@ -121,6 +125,22 @@ func New(v *Vocab) (*Tokenizer, error) {
 		if _, dup := t.toID[text]; !dup {
 			t.toID[text] = int32(id)
 		}
+	}
+	if t.kind == kindSPM {
+		t.space, t.spmWords = -1, true
+		if id, ok := t.toID["▁"]; ok {
+			t.space = id
+		}
+		for id, text := range v.Tokens {
+			if ty := typ(id); ty != TypeNormal && ty != TypeUserDefined {
+				continue
+			}
+			if i := strings.Index(strings.TrimLeft(text, "▁"), "▁"); i >= 0 {
+				t.spmWords = false
+				break
+			}
+		}
+		t.spmWords = t.spmWords && t.space >= 0
 	}
 	if t.kind == kindBPE && v.Merges == nil {
 		return nil, fmt.Errorf("tokenizer.ggml.merges: missing (model gpt2 needs them)")
@@ -270,6 +290,11 @@ func (t *Tokenizer) encodeText(dst []int32, text string) []int32 {
 				return
 			}
 		}
+		var hit bool
+		if dst, hit = t.cache.get(dst, w); hit {
+			return
+		}
+		n := len(dst)
 		syms = syms[:0]
 		for i := 0; i < len(w); i++ {
 			if id := t.byteTok[w[i]]; id >= 0 {
@@ -281,6 +306,7 @@ func (t *Tokenizer) encodeText(dst []int32, text string) []int32 {
 		if len(syms) > 0 {
 			dst = bpe(dst, syms, t.ranks)
 		}
+		t.cache.put(w, dst[n:])
 	})
 	return dst
 }
@@ -302,7 +328,19 @@ func (t *Tokenizer) encodeSPM(dst []int32, text string) []int32 {
 		}
 		i += n
 	}
-	return bpe(dst, syms, t.ranks)
+	if !t.spmWords {
+		return bpe(dst, syms, t.ranks)
+	}
+	// No token has ▁ after other characters, so no merge crosses the start
+	// of a ▁ run: BPE each word alone (small heaps, same result).
+	start := 0
+	for i := 1; i < len(syms); i++ {
+		if syms[i] == t.space && syms[i-1] != t.space {
+			dst = bpe(dst, syms[start:i], t.ranks)
+			start = i
+		}
+	}
+	return bpe(dst, syms[start:], t.ranks)
 }
 
 func (t *Tokenizer) spmChar(syms []int32, c string) []int32 {
