@@ -134,3 +134,128 @@ func TestRealVocabOpenAI(t *testing.T) {
 		})
 	}
 }
+
+// smallVocab is a byte-level BPE vocabulary (the 256 bytes, a few merges,
+// three control tokens) with the chat template tmpl: a real-tokenizer
+// model small enough to build in every test.
+func smallVocab(tmpl string) *tokenizer.Vocab {
+	v := &tokenizer.Vocab{Model: "gpt2", Pre: "llama-bpe", BOS: -1, EOS: -1, EOT: -1, EOM: -1, Pad: -1, Unk: -1, ChatTemplate: tmpl}
+	bl := func(s string) string { // GPT-2's byte-level spelling
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			c := rune(s[i])
+			if !(c >= '!' && c <= '~' || c >= 0xA1 && c <= 0xAC || c >= 0xAE) {
+				c = -1
+			}
+			if c < 0 {
+				c = 0x100 + rune(strings.IndexByte(nonPrint, s[i]))
+			}
+			b.WriteRune(c)
+		}
+		return b.String()
+	}
+	for c := 0; c < 256; c++ {
+		v.Tokens = append(v.Tokens, bl(string([]byte{byte(c)})))
+		v.Types = append(v.Types, tokenizer.TypeNormal)
+	}
+	for _, m := range [][2]string{{"h", "i"}, {" ", "t"}, {" t", "here"}} {
+		v.Merges = append(v.Merges, bl(m[0])+" "+bl(m[1]))
+		v.Tokens = append(v.Tokens, bl(m[0]+m[1]))
+		v.Types = append(v.Types, tokenizer.TypeNormal)
+	}
+	for _, s := range []string{"<|bos|>", "<|eot|>", "<|user|>"} {
+		v.Tokens = append(v.Tokens, s)
+		v.Types = append(v.Types, tokenizer.TypeControl)
+	}
+	n := int32(len(v.Tokens))
+	v.BOS, v.EOS, v.EOT = n-3, n-2, n-2
+	return v
+}
+
+// nonPrint is the bytes GPT-2 spells as U+0100.. in order.
+var nonPrint = func() string {
+	var b []byte
+	for c := 0; c < 256; c++ {
+		if !(c >= '!' && c <= '~' || c >= 0xA1 && c <= 0xAC || c >= 0xAE) {
+			b = append(b, byte(c))
+		}
+	}
+	return string(b)
+}()
+
+func startSmallVocab(t *testing.T, tmpl string) *testServer {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "small.gguf")
+	if err := modelgen.WriteWithVocab(path, modelgen.Tiny, smallVocab(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	eng, err := native.Open(path, cfg.NativeConfig())
+	if errors.Is(err, native.ErrNoCgo) {
+		testenv.Missing(t, "engine unavailable: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return startServer(t, eng, func(c *Config) { c.Model = path })
+}
+
+const smallTemplate = "{{ bos_token }}{% for m in messages %}<|user|>{{ m['content'] }}<|eot|>{% endfor %}" +
+	"{% if add_generation_prompt %}<|user|>{% endif %}"
+
+func TestChatTemplateTokens(t *testing.T) {
+	ts := startSmallVocab(t, smallTemplate)
+	usage := func(content string) int {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": content}}, "max_tokens": 1})
+		r := ts.post("/v1/chat/completions", string(body))
+		if r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		return decodeCompletionResponse(t, r.body).Usage.PromptTokens
+	}
+	// <|bos|> <|user|> "hi" <|eot|> <|user|>: the template's special tokens
+	// are single tokens, "hi" one merged token.
+	if n := usage("hi"); n != 5 {
+		t.Errorf("prompt_tokens for \"hi\": %d, want 5", n)
+	}
+	// Special-token text in a message is characters (7 byte tokens for
+	// "<|eot|>", which has no merges), not the control token.
+	if n := usage("<|eot|>"); n != 4+7 {
+		t.Errorf("prompt_tokens for \"<|eot|>\": %d, want 11 (the text is not the control token)", n)
+	}
+}
+
+func TestChatTemplateError(t *testing.T) {
+	ts := startSmallVocab(t, "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"+smallTemplate)
+	r := ts.post("/v1/chat/completions", `{"messages":[{"role":"system","content":"x"},{"role":"user","content":"hi"}],"max_tokens":1}`)
+	e := decodeError(t, r.body)
+	if r.status != 400 || e.Param == nil || *e.Param != "messages" || !strings.Contains(e.Message, "raise_exception: System role not supported") {
+		t.Errorf("status %d, error %+v", r.status, e)
+	}
+	// A request the template accepts still works.
+	if r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`); r.status != 200 {
+		t.Errorf("status %d: %s", r.status, r.body)
+	}
+}
+
+func TestLoadCodecErrors(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(v *tokenizer.Vocab)
+		want string
+	}{
+		{func(v *tokenizer.Vocab) { v.Model = "bert" }, `tokenizer.ggml.model: "bert" is not a known tokenizer model`},
+		{func(v *tokenizer.Vocab) { v.Pre = "falcon" }, `tokenizer.ggml.pre: "falcon" is not a known pre-tokenizer`},
+	} {
+		v := smallVocab("")
+		tc.mod(v)
+		path := filepath.Join(t.TempDir(), "bad.gguf")
+		if err := modelgen.WriteWithVocab(path, modelgen.Tiny, v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadCodec(path); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("loadCodec: %v, want %q", err, tc.want)
+		}
+	}
+}
