@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -93,6 +94,36 @@ func FuzzFromGGUF(f *testing.F) {
 			if id < 0 || int(id) >= tk.Size() {
 				t.Fatalf("id %d outside the vocabulary", id)
 			}
+		}
+	})
+}
+
+// FuzzRenderTemplate: message contents and roles are user input to the
+// chat template; any of them renders or fails with an error, never a
+// panic, and a rendered prompt holds the content.
+func FuzzRenderTemplate(f *testing.F) {
+	// Llama 3's template (as in its tokenizer_config.json), with a
+	// raise_exception branch.
+	tpl := NewTemplate("{% if messages[0]['role'] == 'bad' %}{{ raise_exception('bad role') }}{% endif %}"+
+		"{% set loop_messages = messages %}{% for message in loop_messages %}"+
+		"{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}"+
+		"{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"+
+		"{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
+		"<|begin_of_text|>", "<|end_of_text|>")
+	for _, s := range []string{"hello", "{{ x }}", "{% if %}", "\x00\xff", "  padded  ", "<|eot_id|>"} {
+		f.Add("user", s, true)
+	}
+	f.Add("bad", "x", false)
+	f.Fuzz(func(t *testing.T, role, content string, gen bool) {
+		out, err := tpl.Render([]Message{{Role: role, Content: content}, {Role: "user", Content: content}}, gen)
+		if err != nil {
+			if role != "bad" {
+				t.Fatalf("role %q content %q: %v", role, content, err)
+			}
+			return
+		}
+		if c := strings.TrimSpace(content); !strings.Contains(out, c) {
+			t.Fatalf("content %q missing from %q", c, out)
 		}
 	})
 }
