@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/picometer/picometer/internal/testenv"
 	"github.com/picometer/picometer/native"
@@ -125,6 +126,28 @@ func TestRealVocabOpenAI(t *testing.T) {
 			}
 			testenv.Report(t, "picometerd %s (real vocabulary and template): %d chats through the npm openai client, usage.prompt_tokens equal to @huggingface/jinja+tokenizers' count (and to @lenml/tokenizers apply_chat_template's for %d)",
 				name, len(res), withACT)
+
+			// Output text is the tokenizer's decoding of the output ids
+			// (control tokens give none), the same streamed or not.
+			tk := ts.d.codec.tk
+			body := `{"messages":[{"role":"user","content":"Write something, 你好"}],"max_tokens":24,"temperature":0,"return_token_ids":true}`
+			full := decodeCompletionResponse(t, ts.post("/v1/chat/completions", body).body)
+			var want []byte
+			for _, id := range full.Choices[0].TokenIDs {
+				if !tk.IsControl(id) {
+					want = append(want, tk.Piece(id)...)
+				}
+			}
+			got := full.text()
+			// (random weights may emit a partial character, which the daemon
+			// turns into U+FFFD: then only streamed == whole is checked)
+			if utf8.Valid(want) && got != string(want) {
+				t.Errorf("%s: text %q, decoded ids %q", name, got, want)
+			}
+			streamed := ts.stream("/v1/chat/completions", strings.Replace(body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+			if streamed.text() != got {
+				t.Errorf("%s: streamed %q, whole %q", name, streamed.text(), got)
+			}
 
 			// /v1/models reports the context length.
 			m := ts.do("GET", "/v1/models", "")
