@@ -83,7 +83,7 @@ func TestRealVocabOpenAI(t *testing.T) {
 		{"messages": []map[string]string{{"role": "user", "content": "  spaces\n\n\tand tabs  "}}},
 		{"messages": []map[string]string{{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "numbers 1234567 and code `x := 1`"}}},
 	}
-	for _, name := range []string{"llama3", "qwen3"} {
+	for _, name := range []string{"llama3", "qwen3", "gemma3"} {
 		t.Run(name, func(t *testing.T) {
 			ts := startRealVocab(t, name)
 			// developer is sent to the template as system, as the daemon does
@@ -151,7 +151,7 @@ func TestRealVocabOpenAI(t *testing.T) {
 
 			// /v1/models reports the context length.
 			m := ts.do("GET", "/v1/models", "")
-			if !strings.Contains(string(m.body), `"max_model_len":256`) {
+			if !strings.Contains(string(m.body), `"max_model_len":256`) { // the tiny preset's context
 				t.Errorf("/v1/models: %s", m.body)
 			}
 		})

@@ -13,6 +13,7 @@
 //	decoder        ids → bytes                                 decode.go
 //	loader         GGUF metadata → Vocab → Tokenizer           vocab.go
 //	converter      tokenizer.json → Vocab (mkmodel)            hf.go
+//	chat template  tokenizer.chat_template (package jinja)     template.go
 //
 // Models (tokenizer.ggml.model): "gpt2" (byte-level BPE with merges; pre
 // "llama-bpe", "qwen2", "smollm", "default"/"gpt2"), "llama"

@@ -3,12 +3,8 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/nikolalohinski/gonja/v2"
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/picometer/picometer/tokenizer/jinja"
 )
 
 // Message is one chat message as a chat template sees it.
@@ -18,39 +14,25 @@ type Message struct {
 }
 
 // Template is a model's chat template (tokenizer.chat_template), rendered
-// by gonja (github.com/nikolalohinski/gonja/v2, a Go Jinja) with the
-// settings Hugging Face uses: trim_blocks and lstrip_blocks, no
-// autoescape, and the variables messages, add_generation_prompt,
-// bos_token, eos_token and the function raise_exception. Templates cannot
-// include or import other files.
+// by package jinja (the subset of Jinja chat templates use) with Hugging
+// Face's settings (trim_blocks, lstrip_blocks, no autoescape) and the
+// variables messages, add_generation_prompt, bos_token, eos_token and the
+// function raise_exception.
 type Template struct {
-	tpl      *exec.Template
+	tpl      *jinja.Template
 	parseErr error
 	bos, eos string
 }
 
-// hfConfig is Hugging Face's Jinja environment (transformers'
-// ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)).
-var hfConfig = func() *config.Config {
-	c := config.New()
-	c.TrimBlocks = true
-	c.LeftStripBlocks = true
-	c.AutoEscape = false
-	return c
-}()
-
 // NewTemplate parses src; bos and eos are the texts of the BOS and EOS
-// tokens ("" when the vocabulary has none). A template gonja cannot parse
+// tokens ("" when the vocabulary has none). A template that does not parse
 // is kept: every Render reports the parse error, so a model with such a
 // template still serves completions.
 func NewTemplate(src, bos, eos string) *Template {
 	t := &Template{bos: bos, eos: eos}
-	loader, err := loaders.NewMemoryLoader(map[string]string{"/chat_template": src})
-	if err == nil {
-		t.tpl, err = exec.NewTemplate("/chat_template", hfConfig, loader, gonja.DefaultEnvironment)
-	}
-	if err != nil {
-		t.parseErr = fmt.Errorf("chat template: %s", oneLine(err.Error()))
+	var err error
+	if t.tpl, err = jinja.Parse(src); err != nil {
+		t.parseErr = fmt.Errorf("chat template: failed to parse: %v", err)
 	}
 	return t
 }
@@ -81,44 +63,25 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, err
 	if t.parseErr != nil {
 		return "", t.parseErr
 	}
-	ms := make([]map[string]any, len(msgs))
+	ms := make([]any, len(msgs))
 	for i, m := range msgs {
 		ms[i] = map[string]any{"role": m.Role, "content": m.Content}
 	}
-	var raised string
-	ctx := exec.NewContext(map[string]any{
+	out, err := t.tpl.Render(map[string]any{
 		"messages":              ms,
 		"add_generation_prompt": addGenerationPrompt,
 		"bos_token":             t.bos,
 		"eos_token":             t.eos,
-		"raise_exception": func(msg string) (string, error) {
-			raised = msg
-			return "", fmt.Errorf("%w: %s", errRaised, msg)
-		},
+		"raise_exception": jinja.Func(func(args []any, _ map[string]any) (any, error) {
+			msg := ""
+			if len(args) > 0 {
+				msg, _ = args[0].(string)
+			}
+			return nil, fmt.Errorf("%w: %s", errRaised, msg)
+		}),
 	})
-	out, err := t.tpl.ExecuteToString(ctx)
-	if raised != "" {
-		return "", fmt.Errorf("chat template: raise_exception: %s", raised)
-	}
 	if err != nil {
-		return "", fmt.Errorf("chat template: %s", oneLine(err.Error()))
+		return "", fmt.Errorf("chat template: %v", err)
 	}
 	return out, nil
-}
-
-// oneLine keeps an error message to its first line (gonja quotes the
-// whole template source in parse errors).
-func oneLine(s string) string {
-	if strings.HasPrefix(s, "failed to parse template '") {
-		if i := strings.LastIndex(s, "': "); i >= 0 {
-			s = "failed to parse: " + s[i+3:]
-		}
-	}
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }

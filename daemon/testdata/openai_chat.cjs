@@ -2,7 +2,7 @@
 // counts the same prompts with Hugging Face's tools (run by
 // daemon/tokenize_test.go with NODE_PATH at build/npm/node_modules).
 //
-// argv: baseURL model(llama3|qwen3) ; stdin: [{"messages": [...]}, ...]
+// argv: baseURL model(llama3|qwen3|gemma3) ; stdin: [{"messages": [...]}, ...]
 // stdout: [{"prompt_tokens", "completion_tokens", "finish_reason",
 //           "apply_chat_template", "hf_count"}, ...]
 // apply_chat_template is @lenml/tokenizers' apply_chat_template (a port of
