@@ -36,8 +36,8 @@ func TestRender(t *testing.T) {
 	f("{{ m | tojson }}", `{"content":"x\u003c/think\u003ey","role":"user"}`)
 	f("{{ 'x' in xs }}{{ 'a' in xs }}{{ 'b' not in xs }}{{ s is string }}{{ n is not none }}", "FalseTrueFalseTrueTrue")
 	f("a  {%- if true -%}  b  {%- endif -%}  c", "abc")
-	f("{% if true %}\n  x\n{% endif %}\n", "  x\n")              // trim_blocks
-	f("line\n    {% if true %}y{% endif %}", "line\ny")          // lstrip_blocks
+	f("{% if true %}\n  x\n{% endif %}\n", "  x\n")     // trim_blocks
+	f("line\n    {% if true %}y{% endif %}", "line\ny") // lstrip_blocks
 	f("{# comment #}{{ 'a' ~ 1 ~ none }}{{ xs | length }}", "a1None3")
 	f("{% if n == 1 %}1{% elif n == 7 %}7{% else %}?{% endif %}", "7")
 }
