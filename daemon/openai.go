@@ -76,7 +76,7 @@ func decodeCompletionVocab(body []byte, r *genRequest, vocab int) *apiError {
 	if r.Prompt, err = decodePrompt(raw, r, vocab); err != nil {
 		return err
 	}
-	if err := d.common(r); err != nil {
+	if err := d.common(r, vocab); err != nil {
 		return err
 	}
 	if v, ok, err := d.integer("best_of"); err != nil {
@@ -105,6 +105,12 @@ func decodeCompletionVocab(body []byte, r *genRequest, vocab int) *apiError {
 // decodeChat decodes a /v1/chat/completions body into r and renders its
 // messages with [renderChat].
 func decodeChat(body []byte, r *genRequest) *apiError {
+	return decodeChatVocab(body, r, native.VocabSize)
+}
+
+// decodeChatVocab is decodeChat for a vocabulary of vocab tokens (top_k is
+// clamped to it).
+func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 	*r = genRequest{Op: schema.OpChat, PromptParam: "messages", Temperature: 1, TopP: 1, MaxTokensParam: "max_tokens"}
 	d, err := newDecoder(body)
 	if err != nil {
@@ -119,7 +125,7 @@ func decodeChat(body []byte, r *genRequest) *apiError {
 		return err
 	}
 	r.Prompt, r.Messages = renderChat(nil, msgs), msgs
-	if err := d.common(r); err != nil {
+	if err := d.common(r, vocab); err != nil {
 		return err
 	}
 	if v, ok, err := d.integer("max_completion_tokens"); err != nil {
@@ -164,8 +170,9 @@ func decodeChat(body []byte, r *genRequest) *apiError {
 	return nil
 }
 
-// common decodes the parameters both endpoints share.
-func (d *decoder) common(r *genRequest) *apiError {
+// common decodes the parameters both endpoints share; vocab is the
+// vocabulary size top_k is clamped to.
+func (d *decoder) common(r *genRequest, vocab int) *apiError {
 	var err *apiError
 	if r.Model, _, err = d.str("model"); err != nil {
 		return err
@@ -205,7 +212,7 @@ func (d *decoder) common(r *genRequest) *apiError {
 		case v < -1:
 			return badRequest("top_k", "invalid_value", "Invalid 'top_k': expected -1, 0 (all tokens) or a value >= 1, but got %d instead.", v)
 		default:
-			r.TopK = int(min(v, native.VocabSize))
+			r.TopK = int(min(v, int64(vocab)))
 		}
 	}
 	if v, ok, err := d.integer("seed"); err != nil {

@@ -435,7 +435,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 	}
 	var e *apiError
 	if op == schema.OpChat {
-		e = decodeChat(ctx.PostBody(), &r)
+		e = decodeChatVocab(ctx.PostBody(), &r, d.codec.size)
 	} else {
 		e = decodeCompletionVocab(ctx.PostBody(), &r, d.codec.size)
 	}

@@ -282,3 +282,17 @@ func TestLoadCodecErrors(t *testing.T) {
 		}
 	}
 }
+
+// top_k is clamped to the served vocabulary, not to the byte vocabulary.
+func TestTopKClampedToVocab(t *testing.T) {
+	var r genRequest
+	if e := decodeChatVocab([]byte(`{"messages":[{"role":"user","content":"x"}],"top_k":1000}`), &r, 128256); e != nil || r.TopK != 1000 {
+		t.Errorf("chat: top_k %d, %v", r.TopK, e)
+	}
+	if e := decodeCompletionVocab([]byte(`{"prompt":"x","top_k":200000}`), &r, 128256); e != nil || r.TopK != 128256 {
+		t.Errorf("completion: top_k %d, %v", r.TopK, e)
+	}
+	if e := decodeCompletionVocab([]byte(`{"prompt":[128255]}`), &r, 128256); e != nil {
+		t.Errorf("token id 128255 of a 128256-token vocabulary: %v", e.Message)
+	}
+}
