@@ -509,6 +509,42 @@ func (n filterNode) eval(s *scope) (any, error) {
 			return int64(len(c)), nil
 		}
 		return nil, fmt.Errorf("length of %s", typeName(x))
+	case "default", "d":
+		if _, u := x.(undefined); u && len(n.args) > 0 {
+			return n.args[0].eval(s)
+		}
+		return x, nil
+	case "capitalize":
+		r := []rune(strings.ToLower(str(x)))
+		if len(r) > 0 {
+			r[0] = []rune(strings.ToUpper(string(r[0])))[0]
+		}
+		return string(r), nil
+	case "first", "last":
+		items, ok := x.([]any)
+		if !ok || len(items) == 0 {
+			return undefined{}, nil
+		}
+		if n.name == "first" {
+			return items[0], nil
+		}
+		return items[len(items)-1], nil
+	case "reverse":
+		switch c := x.(type) {
+		case []any:
+			out := make([]any, len(c))
+			for i, v := range c {
+				out[len(c)-1-i] = v
+			}
+			return out, nil
+		case string:
+			r := []rune(c)
+			for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+				r[i], r[j] = r[j], r[i]
+			}
+			return string(r), nil
+		}
+		return nil, fmt.Errorf("reverse of %s", typeName(x))
 	case "upper":
 		return strings.ToUpper(str(x)), nil
 	case "lower":

@@ -40,6 +40,8 @@ func TestRender(t *testing.T) {
 	f("line\n    {% if true %}y{% endif %}", "line\ny") // lstrip_blocks
 	f("{# comment #}{{ 'a' ~ 1 ~ none }}{{ xs | length }}", "a1None3")
 	f("{% if n == 1 %}1{% elif n == 7 %}7{% else %}?{% endif %}", "7")
+	f("{% for x in xs %}{% if x == 'b' %}{% continue %}{% endif %}{% if x == 'c' %}{% break %}{% endif %}{{ x }}{% endfor %}", "a")
+	f("{{ nope | default('d') }}{{ s | default('d') }}{{ 'hELLO' | capitalize }}{{ xs | first }}{{ xs | last }}{{ xs | reverse | join('') }}", "d  hi  Helloaccba")
 }
 
 func TestErrors(t *testing.T) {
@@ -63,6 +65,7 @@ func TestErrors(t *testing.T) {
 	f("{{ 1 | nope }}", `unknown filter "nope"`)
 	f("{{ 'a' + 1 }}", "cannot add int to a string")
 	f("{{ 'x' ", "is not closed")
+	f("{% break %}", "{% break %} outside a loop")
 }
 
 type raised struct{ s string }

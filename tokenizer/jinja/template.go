@@ -109,7 +109,10 @@ func (t forStmt) run(s *scope) error {
 		s.vars = append(s.vars, frame)
 		err := runAll(s, t.body)
 		s.vars = s.vars[:len(s.vars)-1]
-		if err != nil {
+		if err == loopCtl("break") {
+			break
+		}
+		if err != nil && err != loopCtl("continue") {
 			return err
 		}
 	}
@@ -125,6 +128,13 @@ func itemsKeys(m map[string]any) []any {
 	}
 	return keys
 }
+
+// loopCtl is {% break %} or {% continue %} (Jinja's loopcontrols, which
+// Hugging Face enables): run returns it as an error the loop consumes.
+type loopCtl string
+
+func (l loopCtl) run(*scope) error { return l }
+func (l loopCtl) Error() string    { return "{% " + string(l) + " %} outside a loop" }
 
 type setStmt struct {
 	name, attr string // attr: {% set ns.attr = … %}
@@ -223,6 +233,11 @@ func (p *stmtParser) block() ([]stmt, string, error) {
 					return nil, "", err
 				}
 				body = append(body, st)
+			case "break", "continue":
+				if rest != "" {
+					return nil, "", fmt.Errorf("line %d: {%% %s %s %%}", c.line, word, rest)
+				}
+				body = append(body, loopCtl(word))
 			case "set":
 				lhs, rhs, ok := strings.Cut(rest, "=")
 				if !ok {
