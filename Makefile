@@ -45,9 +45,11 @@ test: deps lint models build test-go test-nocgo test-c ## every test; installs w
 test-fast: ## unit tests only, for development: no live programs (go test -short), no sanitizers; under a minute warm
 	$(GO) test -short ./...
 
-test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics)
-	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
+test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics); then the oracle tests' counts
+	@rm -rf build/reports
+	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_REPORT_DIR=$(CURDIR)/build/reports \
 		$(GO) test -count=1 -timeout 20m ./...
+	@cat build/reports/report.txt 2>/dev/null || true
 
 test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/ promises ErrNoCgo, no panic)
 	CGO_ENABLED=0 $(GO) vet ./schema/... ./sidecar/... ./native/...

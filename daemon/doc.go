@@ -25,8 +25,20 @@
 //
 // # Tokens, context and usage
 //
-// Models are byte-level (native/vocab.go): a text prompt is <|bos|> and its
-// UTF-8 bytes. The chat template is:
+// The tokenizer and chat template come from the model file (tokenize.go,
+// package tokenizer): a model with a real vocabulary (tokenizer.ggml.model
+// gpt2 or llama) tokenizes text prompts with it (BOS/EOS as its
+// add_bos_token/add_eos_token say) and renders chats with its
+// tokenizer.chat_template; special tokens the template writes are single
+// tokens, their text inside a message's content is text. A template that
+// fails (raise_exception, or one the Jinja engine cannot parse) is a 400
+// with param messages naming the template's error. A chat turn stops at the
+// vocabulary's EOS, EOT or EOM; usage.prompt_tokens counts the rendered
+// prompt's tokens. An unknown tokenizer model or pre-tokenizer stops Run.
+//
+// Models with picometer's byte vocabulary (native/vocab.go, what mkmodel
+// writes without -tokenizer): a text prompt is <|bos|> and its UTF-8
+// bytes. The chat template is:
 //
 //	<|bos|>
 //	for each message:  <|system|> | <|user|> | <|assistant|>   (by role; developer → <|system|>)

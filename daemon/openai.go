@@ -20,6 +20,13 @@ type genRequest struct {
 	Prompt      []int32 // the tokens the engine prefills
 	PromptParam string  // "prompt" or "messages", for errors about the prompt
 
+	// What the prompt was made from, for a model with its own tokenizer
+	// (codec.prompt re-tokenizes): a chat's messages, or a completion's
+	// text (IsText).
+	Messages []chatMessage
+	Text     string
+	IsText   bool
+
 	MaxTokens      int    // 0: not sent (the endpoint's default applies)
 	MaxTokensParam string // "max_tokens" or "max_completion_tokens"
 	Temperature    float32
@@ -51,6 +58,12 @@ const (
 // <|bos|>; token ids are used as sent. Lists of several prompts are
 // rejected (one prompt per request).
 func decodeCompletion(body []byte, r *genRequest) *apiError {
+	return decodeCompletionVocab(body, r, native.VocabSize)
+}
+
+// decodeCompletionVocab is decodeCompletion for a vocabulary of vocab
+// tokens (token-id prompts are checked against it).
+func decodeCompletionVocab(body []byte, r *genRequest, vocab int) *apiError {
 	*r = genRequest{Op: schema.OpTextCompletion, PromptParam: "prompt", Temperature: 1, TopP: 1, MaxTokensParam: "max_tokens"}
 	d, err := newDecoder(body)
 	if err != nil {
@@ -60,10 +73,10 @@ func decodeCompletion(body []byte, r *genRequest) *apiError {
 	if !ok {
 		return badRequest("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
 	}
-	if r.Prompt, err = decodePrompt(raw); err != nil {
+	if r.Prompt, err = decodePrompt(raw, r, vocab); err != nil {
 		return err
 	}
-	if err := d.common(r); err != nil {
+	if err := d.common(r, vocab); err != nil {
 		return err
 	}
 	if v, ok, err := d.integer("best_of"); err != nil {
@@ -92,6 +105,12 @@ func decodeCompletion(body []byte, r *genRequest) *apiError {
 // decodeChat decodes a /v1/chat/completions body into r and renders its
 // messages with [renderChat].
 func decodeChat(body []byte, r *genRequest) *apiError {
+	return decodeChatVocab(body, r, native.VocabSize)
+}
+
+// decodeChatVocab is decodeChat for a vocabulary of vocab tokens (top_k is
+// clamped to it).
+func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 	*r = genRequest{Op: schema.OpChat, PromptParam: "messages", Temperature: 1, TopP: 1, MaxTokensParam: "max_tokens"}
 	d, err := newDecoder(body)
 	if err != nil {
@@ -105,8 +124,8 @@ func decodeChat(body []byte, r *genRequest) *apiError {
 	if err != nil {
 		return err
 	}
-	r.Prompt = renderChat(nil, msgs)
-	if err := d.common(r); err != nil {
+	r.Prompt, r.Messages = renderChat(nil, msgs), msgs
+	if err := d.common(r, vocab); err != nil {
 		return err
 	}
 	if v, ok, err := d.integer("max_completion_tokens"); err != nil {
@@ -151,8 +170,9 @@ func decodeChat(body []byte, r *genRequest) *apiError {
 	return nil
 }
 
-// common decodes the parameters both endpoints share.
-func (d *decoder) common(r *genRequest) *apiError {
+// common decodes the parameters both endpoints share; vocab is the
+// vocabulary size top_k is clamped to.
+func (d *decoder) common(r *genRequest, vocab int) *apiError {
 	var err *apiError
 	if r.Model, _, err = d.str("model"); err != nil {
 		return err
@@ -192,7 +212,7 @@ func (d *decoder) common(r *genRequest) *apiError {
 		case v < -1:
 			return badRequest("top_k", "invalid_value", "Invalid 'top_k': expected -1, 0 (all tokens) or a value >= 1, but got %d instead.", v)
 		default:
-			r.TopK = int(min(v, native.VocabSize))
+			r.TopK = int(min(v, int64(vocab)))
 		}
 	}
 	if v, ok, err := d.integer("seed"); err != nil {
@@ -410,13 +430,14 @@ func isEmptyObject(raw []byte) bool {
 }
 
 // decodePrompt tokenizes a completions prompt.
-func decodePrompt(raw json.RawMessage) ([]int32, *apiError) {
+func decodePrompt(raw json.RawMessage, r *genRequest, vocab int) ([]int32, *apiError) {
 	switch raw[0] {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, badRequest("prompt", "invalid_type", "Invalid 'prompt': %v", err)
 		}
+		r.Text, r.IsText = s, true
 		return tokenizeText(nil, s), nil
 	case '[':
 	default:
@@ -435,15 +456,15 @@ func decodePrompt(raw json.RawMessage) ([]int32, *apiError) {
 			return nil, badRequest("prompt", "unsupported_parameter", "Unsupported 'prompt': a list of %d prompts; this server serves one prompt per request (send one request per prompt).", len(items))
 		}
 		if items[0][0] == '"' {
-			return decodePrompt(items[0])
+			return decodePrompt(items[0], r, vocab)
 		}
-		return decodeTokenIDs(items[0], "prompt[0]")
+		return decodeTokenIDs(items[0], "prompt[0]", vocab)
 	}
-	return decodeTokenIDs(raw, "prompt")
+	return decodeTokenIDs(raw, "prompt", vocab)
 }
 
 // decodeTokenIDs reads a non-empty list of token ids in the vocabulary.
-func decodeTokenIDs(raw json.RawMessage, param string) ([]int32, *apiError) {
+func decodeTokenIDs(raw json.RawMessage, param string, vocab int) ([]int32, *apiError) {
 	var items []json.RawMessage
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, badRequest(param, "invalid_type", "Invalid type for '%s': expected a list of token ids, but got %s instead.", param, kindOf(raw))
@@ -457,8 +478,8 @@ func decodeTokenIDs(raw json.RawMessage, param string) ([]int32, *apiError) {
 		if err != nil {
 			return nil, badRequest(fmt.Sprintf("%s[%d]", param, i), "invalid_type", "Invalid type for '%s[%d]': expected a token id (an integer), but got %s instead.", param, i, kindOf(it))
 		}
-		if v < 0 || v >= native.VocabSize {
-			return nil, badRequest(fmt.Sprintf("%s[%d]", param, i), "invalid_value", "Invalid '%s[%d]': token id %d is not in the vocabulary (0..%d).", param, i, v, native.VocabSize-1)
+		if v < 0 || v >= int64(vocab) {
+			return nil, badRequest(fmt.Sprintf("%s[%d]", param, i), "invalid_value", "Invalid '%s[%d]': token id %d is not in the vocabulary (0..%d).", param, i, v, vocab-1)
 		}
 		toks[i] = int32(v)
 	}

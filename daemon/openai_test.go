@@ -38,7 +38,7 @@ func TestDecodeCompletion(t *testing.T) {
 		{"top_k -1 means all", `{"prompt":"hi","top_k":-1}`, func(r *genRequest) {}},
 		{"top_k above the vocabulary is clamped", `{"prompt":"hi","top_k":100000}`, func(r *genRequest) { r.TopK = native.VocabSize }},
 		{"nulls are absent", `{"prompt":"hi","max_tokens":null,"stop":null,"stream":null,"n":null}`, func(r *genRequest) {}},
-		{"unicode prompt is bytes", `{"prompt":"é"}`, func(r *genRequest) { r.Prompt = []int32{native.TokBOS, 0xc3, 0xa9} }},
+		{"unicode prompt is bytes", `{"prompt":"é"}`, func(r *genRequest) { r.Prompt, r.Text = []int32{native.TokBOS, 0xc3, 0xa9}, "é" }},
 	}
 	for _, tc := range ok {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,8 +47,9 @@ func TestDecodeCompletion(t *testing.T) {
 				t.Fatalf("error %d %s: %s", err.Status, err.Param, err.Message)
 			}
 			want := base(textPrompt("hi"))
+			want.Text, want.IsText = "hi", true // the text a model's own tokenizer re-tokenizes (codec.prompt)
 			if strings.Contains(tc.name, "token") {
-				want.Prompt = []int32{256, 104, 105}
+				want.Prompt, want.Text, want.IsText = []int32{256, 104, 105}, "", false
 			}
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {

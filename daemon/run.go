@@ -32,6 +32,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("open model %s: %w", cfg.Model, err)
 	}
 	defer eng.Close()
+	if _, err := loadCodec(cfg.Model); err != nil {
+		return fmt.Errorf("open model %s: tokenizer: %w", cfg.Model, err)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ type seq struct {
 	op       string // schema.OpTextCompletion or schema.OpChat
 	stream   bool
 	prompt   []int32
+	codec    *codec // the model's tokens → text (nil: the byte vocabulary)
 	params   native.Params
 	deadline int64 // clock reading at which the loop aborts the request
 
@@ -71,10 +72,12 @@ func newSeq() *seq {
 func (s *seq) consume(toks []int32) bool {
 	s.ntoks += len(toks)
 	s.bytes = s.bytes[:0]
+	c := s.codec
+	if c == nil {
+		c = bytesCodec
+	}
 	for _, t := range toks {
-		if native.IsByte(t) {
-			s.bytes = append(s.bytes, byte(t))
-		}
+		s.bytes = c.appendText(s.bytes, t)
 	}
 	s.text = s.utf8.Append(s.text[:0], s.bytes)
 	var out []byte

@@ -69,6 +69,7 @@ type Daemon struct {
 	boot    string
 	created int64
 	keys    [][]byte
+	codec   *codec // the model's tokenizer and chat template (tokenize.go)
 
 	loop *loop
 	sink eventSink
@@ -96,6 +97,7 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 	}
 	d.created = d.wall().Unix()
 	d.model = servedName(cfg, info)
+	d.codec = codecFor(cfg.Model)
 	for _, k := range cfg.APIKeys {
 		d.keys = append(d.keys, []byte(k))
 	}
@@ -433,9 +435,12 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 	}
 	var e *apiError
 	if op == schema.OpChat {
-		e = decodeChat(ctx.PostBody(), &r)
+		e = decodeChatVocab(ctx.PostBody(), &r, d.codec.size)
 	} else {
-		e = decodeCompletion(ctx.PostBody(), &r)
+		e = decodeCompletionVocab(ctx.PostBody(), &r, d.codec.size)
+	}
+	if e == nil {
+		e = d.codec.prompt(&r)
 	}
 	if e != nil {
 		fail(e)
@@ -454,7 +459,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		return
 	}
 	s = newSeq()
-	s.id, s.op, s.stream, s.prompt = id, op, r.Stream, r.Prompt
+	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival}
@@ -462,7 +467,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		s.params.Seed = rand.Uint64()
 	}
 	if op == schema.OpChat {
-		s.params.StopTokens = []int32{native.TokEnd}
+		s.params.StopTokens = d.codec.stops
 	}
 	s.deadline = arrival + int64(d.cfg.RequestTimeout)
 	if e := d.loop.submit(s); e != nil {

@@ -192,3 +192,28 @@ func CheckGenerated(tb testing.TB, files map[string][]byte, update bool, regen s
 		}
 	}
 }
+
+// Report records a line a test wants in the output of make test (counts
+// of what an oracle test compared): go test shows nothing of a passing
+// package, so make test-go sets PICOMETER_REPORT_DIR and prints the lines
+// after the run. The line is also logged (shown with -v or on failure).
+func Report(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	line := fmt.Sprintf(format, args...)
+	tb.Log(line)
+	dir := os.Getenv("PICOMETER_REPORT_DIR")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "report.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		tb.Fatal(err)
+	}
+}

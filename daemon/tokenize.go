@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/schema"
+	"github.com/picometer/picometer/tokenizer"
+)
+
+// codec is the model's text side: how prompts become tokens and tokens
+// become text. It is built once from the model file's tokenizer.*
+// metadata (see package tokenizer) and runs in the request handlers,
+// before the engine and outside its step loop.
+//
+// A "picometer-bytes" model (or a daemon whose model file cannot be read,
+// as with the tests' fake engines) keeps picometer's own byte vocabulary
+// and chat format ([renderChat], [tokenizeText]). Any other vocabulary
+// renders chats with the model's tokenizer.chat_template (Jinja); a model
+// with a real vocabulary and no template gets picometer's chat format
+// written as text.
+type codec struct {
+	tk    *tokenizer.Tokenizer // nil: picometer's byte vocabulary
+	tpl   *tokenizer.Template  // nil: no chat template
+	size  int                  // vocabulary size (token ids are 0..size-1)
+	stops []int32              // a chat turn ends on these (besides the engine's EOS)
+}
+
+// bytesCodec is picometer's byte vocabulary.
+var bytesCodec = &codec{size: native.VocabSize, stops: []int32{native.TokEnd}}
+
+// loadCodec reads the tokenizer of the GGUF file at path. An unknown
+// tokenizer model or pre-tokenizer is an error naming the value.
+func loadCodec(path string) (*codec, error) {
+	f, err := readGGUFMeta(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if v.Model == "picometer-bytes" {
+		return bytesCodec, nil
+	}
+	tk, err := tokenizer.New(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c := &codec{tk: tk, tpl: tk.TemplateFor(), size: tk.Size()}
+	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
+		if id >= 0 && !containsID(c.stops, id) {
+			c.stops = append(c.stops, id)
+		}
+	}
+	return c, nil
+}
+
+// codecFor is loadCodec for [New]: a file it cannot read (the tests' fake
+// engines have none) keeps the byte vocabulary; [Run] has already refused
+// a model file whose tokenizer is invalid.
+func codecFor(path string) *codec {
+	c, err := loadCodec(path)
+	if err != nil {
+		return bytesCodec
+	}
+	return c
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// prompt tokenizes r's prompt with the model's tokenizer: the messages of
+// a chat (rendered by the chat template), or the text of a completion
+// (with BOS/EOS as the vocabulary says). Token-id prompts and the byte
+// vocabulary keep what decoding made. A template that fails to render is
+// a 400 naming the template's error.
+func (c *codec) prompt(r *genRequest) *apiError {
+	if c.tk == nil {
+		return nil
+	}
+	switch {
+	case r.Op == schema.OpChat:
+		text, plain, err := c.render(r.Messages)
+		if err != nil {
+			return badRequest("messages", "invalid_value", "Invalid 'messages': the model's chat template failed: %v", err)
+		}
+		r.Prompt = c.tk.EncodeRendered(r.Prompt[:0], text, plain)
+	case r.IsText:
+		r.Prompt = r.Prompt[:0]
+		if c.tk.AddBOS() && c.tk.BOS() >= 0 {
+			r.Prompt = append(r.Prompt, c.tk.BOS())
+		}
+		r.Prompt = c.tk.Encode(r.Prompt, r.Text, false)
+		if c.tk.AddEOS() && c.tk.EOS() >= 0 {
+			r.Prompt = append(r.Prompt, c.tk.EOS())
+		}
+	}
+	if len(r.Prompt) == 0 {
+		return badRequest(r.PromptParam, "invalid_value", "Invalid '%s': it has no tokens.", r.PromptParam)
+	}
+	return nil
+}
+
+// render renders a chat with the model's template (else picometer's format
+// as text), returning the spans holding the messages' contents.
+func (c *codec) render(msgs []chatMessage) (string, [][2]int, error) {
+	contents := make([]string, len(msgs))
+	for i, m := range msgs {
+		contents[i] = m.Content
+	}
+	if c.tpl == nil {
+		var sb strings.Builder
+		var plain [][2]int
+		v := c.tk.Vocab()
+		if v.BOS >= 0 {
+			sb.WriteString(v.Tokens[v.BOS])
+		}
+		for _, m := range msgs {
+			sb.WriteString("<|" + m.Role + "|>")
+			plain = append(plain, [2]int{sb.Len(), sb.Len() + len(m.Content)})
+			sb.WriteString(m.Content)
+			sb.WriteString("<|end|>")
+		}
+		sb.WriteString("<|assistant|>")
+		return sb.String(), plain, nil
+	}
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, m := range msgs {
+		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
+	}
+	text, err := c.tpl.Render(tm, true)
+	if err != nil {
+		return "", nil, err
+	}
+	return text, tokenizer.ContentSpans(text, contents), nil
+}
+
+// appendText appends the text of an output token: nothing for a control
+// token, the bytes of any other (possibly part of a UTF-8 character; the
+// caller holds those back).
+func (c *codec) appendText(dst []byte, tok int32) []byte {
+	if c.tk == nil {
+		if native.IsByte(tok) {
+			dst = append(dst, byte(tok))
+		}
+		return dst
+	}
+	if c.tk.IsControl(tok) {
+		return dst
+	}
+	return append(dst, c.tk.Piece(tok)...)
+}
+
+// readGGUFMeta parses the GGUF file at path for its metadata. The file is
+// mapped, not read: the tensors are never touched, and every string of the
+// metadata is copied out before the mapping goes.
+func readGGUFMeta(path string) (*gguf.File, error) {
+	b, unmap, err := mapFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer unmap()
+	f, err := gguf.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.Tensors = nil // they point into the mapping
+	return f, nil
+}
+
+// mapFile maps path read-only (falls back to reading it).
+func mapFile(path string) ([]byte, func(), error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if b, unmap, ok := mmapFile(fd, st.Size()); ok {
+		return b, unmap, nil
+	}
+	b, err := os.ReadFile(path)
+	return b, func() {}, err
+}

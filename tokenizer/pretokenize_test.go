@@ -1,0 +1,72 @@
+package tokenizer
+
+import (
+	"slices"
+	"testing"
+)
+
+// The splitters against the pieces the regexes of tokenizer.json give
+// (worked by hand from the regex; the oracle tests check them in bulk).
+func TestSplitters(t *testing.T) {
+	f := func(pre, text string, want ...string) {
+		t.Helper()
+		var got []string
+		splitters[pre](text, func(s, e int) { got = append(got, text[s:e]) })
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %q: got %q, want %q", pre, text, got, want)
+		}
+	}
+	f("llama-bpe", "Hello world", "Hello", " world")
+	f("llama-bpe", "I'M here", "I", "'M", " here")
+	f("llama-bpe", "12345", "123", "45")
+	f("llama-bpe", "a  b", "a", " ", " b")
+	f("llama-bpe", "x\n\n  y", "x", "\n\n", " ", " y")
+	f("llama-bpe", "end  ", "end", "  ")
+	f("llama-bpe", "(ok)!\n", "(ok", ")!\n")
+	f("llama-bpe", " ...", " ...")
+	f("llama-bpe", "\tx", "\tx")
+	f("qwen2", "12345", "1", "2", "3", "4", "5")
+	f("gpt2", "I'M here", "I", "'", "M", " here")
+	f("gpt2", "it's 42", "it", "'s", " 42")
+	f("gpt2", "a  b", "a", " ", " b")
+	f("smollm", "a 12", "a", " ", "1", "2")
+	f("smollm", "x  1", "x", "  ", "1")
+}
+
+func TestEncodeRendered(t *testing.T) {
+	tk := fuzzTokenizer(t)
+	eot := tk.Vocab().EOT
+	text := "hi<|eot|>x<|eot|>"
+	all := tk.Encode(nil, text, true)
+	if got := tk.EncodeRendered(nil, text, nil); !slices.Equal(got, all) {
+		t.Errorf("no spans: %v, want %v", got, all)
+	}
+	// The first <|eot|> is inside a content span: text, not the token.
+	spans := ContentSpans(text, []string{"hi<|eot|>x"})
+	if !slices.Equal(spans, [][2]int{{0, 10}}) {
+		t.Fatalf("spans %v", spans)
+	}
+	got := tk.EncodeRendered(nil, text, spans)
+	n := 0
+	for _, id := range got {
+		if id == eot {
+			n++
+		}
+	}
+	if n != 1 || got[len(got)-1] != eot {
+		t.Errorf("%v: want one <|eot|>, at the end", got)
+	}
+	if s := string(tk.Decode(nil, got)); s != text {
+		t.Errorf("decode %q", s)
+	}
+	// Contents are found in order, trimmed when the template trims them.
+	f := func(text string, contents []string, want [][2]int) {
+		t.Helper()
+		if got := ContentSpans(text, contents); !slices.Equal(got, want) {
+			t.Errorf("ContentSpans(%q, %q) = %v, want %v", text, contents, got, want)
+		}
+	}
+	f("<u>a<e><u>a<e>", []string{"a", "a"}, [][2]int{{3, 4}, {10, 11}})
+	f("<u>x<e>", []string{"  x\n"}, [][2]int{{3, 4}})
+	f("<u><e>", []string{"", "gone"}, nil)
+}
