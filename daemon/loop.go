@@ -36,7 +36,7 @@ func (nopSink) StepsDropped() int64     { return 0 }
 // control (drain, abort, stop). Each iteration drains those channels
 // without blocking, aborts requests whose deadline passed, and runs one
 // engine step, handing each request's tokens to it. With nothing to do it
-// blocks on the channels. Snapshots go to the sink every interval and once
+// blocks on its inbox. Snapshots go to the sink every interval and once
 // when the loop stops.
 type loop struct {
 	eng      Engine
@@ -47,11 +47,8 @@ type loop struct {
 	timeout  time.Duration // per-request deadline, for error messages
 	stepCap  int           // step records kept between two emitted snapshots
 
-	submitCh chan *seq
-	cancelCh chan cancelMsg
-	snapCh   chan chan *schema.EngineBody
-	ctlCh    chan ctlMsg
-	done     chan struct{}
+	inbox chan loopMsg // from handlers, in arrival order
+	done  chan struct{}
 
 	// Owned by the loop goroutine.
 	active       map[native.ID]*seq
@@ -65,6 +62,15 @@ type loop struct {
 	stopping     bool // ctlStop arrived: exit even after a panic
 
 	failedFlag atomic.Bool // the engine failed (for /health)
+}
+
+// loopMsg is one message from a handler to the loop: exactly one field is
+// set.
+type loopMsg struct {
+	submit *seq
+	cancel *cancelMsg
+	snap   chan *schema.EngineBody // the reply channel of a debug snapshot
+	ctl    *ctlMsg
 }
 
 type cancelMsg struct {
@@ -92,11 +98,8 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 	}
 	return &loop{
 		eng: eng, sink: sink, clock: clock, log: log, interval: interval, timeout: timeout, stepCap: stepCap,
-		submitCh: make(chan *seq, 1024),
-		cancelCh: make(chan cancelMsg, 1024),
-		snapCh:   make(chan chan *schema.EngineBody),
-		ctlCh:    make(chan ctlMsg),
-		done:     make(chan struct{}),
+		inbox: make(chan loopMsg, 2048),
+		done:  make(chan struct{}),
 		active:   make(map[native.ID]*seq),
 	}
 }
@@ -107,7 +110,7 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 // the error to answer with (429 queue full, 503 shutting down, 500 …).
 func (l *loop) submit(s *seq) *apiError {
 	select {
-	case l.submitCh <- s:
+	case l.inbox <- loopMsg{submit: s}:
 	case <-l.done:
 		return errShuttingDown
 	}
@@ -129,7 +132,7 @@ func (l *loop) submit(s *seq) *apiError {
 // cancel asks the loop to abort s (if it has not finished already).
 func (l *loop) cancel(s *seq, kind string) {
 	select {
-	case l.cancelCh <- cancelMsg{s, kind}:
+	case l.inbox <- loopMsg{cancel: &cancelMsg{s, kind}}:
 	case <-l.done:
 	}
 }
@@ -139,7 +142,7 @@ func (l *loop) cancel(s *seq, kind string) {
 func (l *loop) snapshot() *schema.EngineBody {
 	reply := make(chan *schema.EngineBody, 1)
 	select {
-	case l.snapCh <- reply:
+	case l.inbox <- loopMsg{snap: reply}:
 	case <-l.done:
 		return nil
 	}
@@ -154,7 +157,7 @@ func (l *loop) snapshot() *schema.EngineBody {
 func (l *loop) control(op ctlOp) {
 	m := ctlMsg{op, make(chan struct{})}
 	select {
-	case l.ctlCh <- m:
+	case l.inbox <- loopMsg{ctl: &m}:
 	case <-l.done:
 		return
 	}
@@ -198,18 +201,12 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 	if len(l.active) == 0 {
 		// Idle: block until something happens.
 		select {
-		case s := <-l.submitCh:
-			l.doSubmit(s)
-		case c := <-l.cancelCh:
-			l.doCancel(c.s, c.kind)
-		case r := <-l.snapCh:
-			r <- l.debugSnapshot()
-		case <-ticker.C:
-			l.emitSnapshot()
-		case m := <-l.ctlCh:
-			if l.doControl(m) {
+		case m := <-l.inbox:
+			if l.handle(m) {
 				return true
 			}
+		case <-ticker.C:
+			l.emitSnapshot()
 		}
 	}
 	if l.poll(ticker) {
@@ -222,26 +219,36 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 	return false
 }
 
-// poll handles whatever arrived on the channels, without blocking. It
-// reports whether the loop must exit.
+// poll handles whatever arrived, without blocking. It reports whether the
+// loop must exit.
 func (l *loop) poll(ticker *time.Ticker) bool {
 	for range 4096 {
 		select {
-		case s := <-l.submitCh:
-			l.doSubmit(s)
-		case c := <-l.cancelCh:
-			l.doCancel(c.s, c.kind)
-		case r := <-l.snapCh:
-			r <- l.debugSnapshot()
-		case <-ticker.C:
-			l.emitSnapshot()
-		case m := <-l.ctlCh:
-			if l.doControl(m) {
+		case m := <-l.inbox:
+			if l.handle(m) {
 				return true
 			}
+		case <-ticker.C:
+			l.emitSnapshot()
 		default:
 			return false
 		}
+	}
+	return false
+}
+
+// handle serves one message from a handler and reports whether the loop
+// must exit.
+func (l *loop) handle(m loopMsg) (exit bool) {
+	switch {
+	case m.submit != nil:
+		l.doSubmit(m.submit)
+	case m.cancel != nil:
+		l.doCancel(m.cancel.s, m.cancel.kind)
+	case m.snap != nil:
+		m.snap <- l.debugSnapshot()
+	case m.ctl != nil:
+		return l.doControl(*m.ctl)
 	}
 	return false
 }

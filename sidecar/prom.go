@@ -182,16 +182,25 @@ type histShadow struct {
 // ignores negative values and NaN (the decoder never produces them).
 func (h *histSeries) observe(v float64) {
 	h.prom.Update(v)
-	if s := h.shadow; s != nil && v >= 0 {
-		bounds := h.fam.f.Buckets
-		i := 0
-		for i < len(bounds) && v > bounds[i] {
-			i++
-		}
-		s.counts[i]++
-		s.sum += v
-		s.count++
+	if s := h.shadow; s != nil {
+		s.observe(h.fam.f.Buckets, v)
 	}
+}
+
+// observe records v in the shadow of a histogram with the given bounds: the
+// first bucket whose upper bound is >= v (Prometheus' le), or +Inf. Negative
+// values and NaN are ignored, as metrics.PrometheusHistogram does.
+func (s *histShadow) observe(bounds []float64, v float64) {
+	if !(v >= 0) {
+		return
+	}
+	i := 0
+	for i < len(bounds) && v > bounds[i] {
+		i++
+	}
+	s.counts[i]++
+	s.sum += v
+	s.count++
 }
 
 // observeMicros observes every duration of us (microseconds) in seconds, in
@@ -208,15 +217,7 @@ func (h *histSeries) observeMicros(us []int64) {
 	for _, x := range us {
 		v := seconds(x)
 		h.prom.Update(v)
-		if v >= 0 {
-			i := 0
-			for i < len(bounds) && v > bounds[i] {
-				i++
-			}
-			s.counts[i]++
-			s.sum += v
-			s.count++
-		}
+		s.observe(bounds, v)
 	}
 }
 
