@@ -98,9 +98,9 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 	}
 	return &loop{
 		eng: eng, sink: sink, clock: clock, log: log, interval: interval, timeout: timeout, stepCap: stepCap,
-		inbox: make(chan loopMsg, 2048),
-		done:  make(chan struct{}),
-		active:   make(map[native.ID]*seq),
+		inbox:  make(chan loopMsg, 2048),
+		done:   make(chan struct{}),
+		active: make(map[native.ID]*seq),
 	}
 }
 
