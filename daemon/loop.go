@@ -418,7 +418,6 @@ func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now
 		b.FinishUS = max(0, (now-s.params.ArrivalNS)/1000)
 		b.ITLUS = []int64{}
 	}
-	b.Metrics = b.MLCMetrics()
 	return b
 }
 

@@ -74,7 +74,7 @@ func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 		if len(b.ITLUS) > 0 {
 			itlMean = s(itlSum) / float64(len(b.ITLUS))
 		}
-		m := &b.Metrics
+		m := b.MLCMetrics()
 		dst = append(dst, `,"extra":{"ttft_s":`...)
 		dst = appendFloat(dst, s(b.FirstTokenUS))
 		dst = append(dst, `,"time_per_output_token_s":`...)

@@ -799,3 +799,7 @@ func (a *Aggregator) Targets() int {
 	defer a.mu.Unlock()
 	return len(a.targets)
 }
+
+func invalidField(format string, args ...any) *schema.DecodeError {
+	return &schema.DecodeError{Reason: schema.ReasonInvalidField, Msg: fmt.Sprintf(format, args...)}
+}

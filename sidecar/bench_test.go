@@ -29,7 +29,6 @@ func typicalRequest(boot string, seq uint64) *schema.Request {
 	r.LastTokenUS = r.FirstTokenUS + 63*4152
 	r.FinishUS = r.LastTokenUS + 50
 	r.FinishReason = schema.FinishLength
-	r.Metrics = r.MLCMetrics()
 	return r
 }
 
@@ -279,10 +278,10 @@ func BenchmarkApply(b *testing.B) {
 	}
 	b.Run("decode", func(b *testing.B) {
 		var e schema.Event
-		var d lineDecoder
+		var d schema.Decoder
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := d.decode(line, &e); err != nil {
+			if err := d.Decode(line, &e); err != nil {
 				b.Fatal(err)
 			}
 		}
