@@ -372,4 +372,3 @@ func typicalRequest(boot string, seq uint64) *Request {
 	r.FinishReason = FinishLength
 	return r
 }
-
