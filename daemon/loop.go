@@ -58,8 +58,9 @@ type loop struct {
 	stepsDropped int64               // step records the loop could not carry
 	nextDeadline int64
 	stopped      []*seq
-	submitting   *seq // the submission being answered
-	stopping     bool // ctlStop arrived: exit even after a panic
+	submitting   *seq            // the submission being answered
+	snap         native.Snapshot // scratch for the engine's snapshots
+	stopping     bool            // ctlStop arrived: exit even after a panic
 
 	failedFlag atomic.Bool // the engine failed (for /health)
 }
@@ -407,20 +408,6 @@ func (l *loop) finish(s *seq, finish, errType string, stats *native.RequestStats
 	l.sink.Request(&schema.Request{RequestBody: body})
 }
 
-// requestBody builds a request event body from the engine's stats, or from
-// the arrival time alone when the engine has none.
-func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now int64) schema.RequestBody {
-	b := schema.RequestBody{ID: s.id, Operation: s.op, Stream: s.stream, FinishReason: finish, ErrorType: errType}
-	if stats != nil {
-		stats.Wire(&b)
-	} else {
-		b.AdmittedUS, b.FirstTokenUS, b.LastTokenUS = -1, -1, -1
-		b.FinishUS = max(0, (now-s.params.ArrivalNS)/1000)
-		b.ITLUS = []int64{}
-	}
-	return b
-}
-
 func (l *loop) doControl(m ctlMsg) (exit bool) {
 	defer close(m.ack)
 	switch m.op {
@@ -452,7 +439,8 @@ func (l *loop) abortAll() {
 // the previous emitted one.
 func (l *loop) emitSnapshot() {
 	ev := &schema.Engine{}
-	l.eng.Snapshot(&ev.EngineBody)
+	l.eng.Snapshot(&l.snap)
+	engineBody(&l.snap, &ev.EngineBody)
 	if len(l.steps) > 0 {
 		ev.Steps = append(l.steps, ev.Steps...)
 		l.steps = nil
@@ -465,7 +453,8 @@ func (l *loop) emitSnapshot() {
 // records are kept (up to stepCap) for the next emitted snapshot.
 func (l *loop) debugSnapshot() *schema.EngineBody {
 	b := &schema.EngineBody{}
-	l.eng.Snapshot(b)
+	l.eng.Snapshot(&l.snap)
+	engineBody(&l.snap, b)
 	room := l.stepCap - len(l.steps)
 	if n := len(b.Steps); n > room {
 		l.stepsDropped += int64(n - room)
