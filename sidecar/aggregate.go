@@ -68,7 +68,7 @@ func NewAggregator(opt AggregatorOptions) *Aggregator {
 		a.now = time.Now
 	}
 	if a.expireAfter <= 0 {
-		a.expireAfter = time.Duration(DefaultConfig().ExpireAfter)
+		a.expireAfter = DefaultConfig().ExpireAfter
 	}
 	if a.log == nil {
 		a.log = slog.Default()

@@ -53,7 +53,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 		return nil, err
 	}
 	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
-	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: time.Duration(cfg.ExpireAfter), Logger: opt.Logger})
+	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter, Logger: opt.Logger})
 	if o.Enabled {
 		exp, err := NewExporter(ctx, o)
 		if err != nil {
@@ -133,7 +133,7 @@ func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
 		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.log)
 		close(sockDone)
 	}()
-	tick := time.NewTicker(min(max(time.Duration(s.cfg.ExpireAfter)/4, time.Second), time.Minute))
+	tick := time.NewTicker(min(max(s.cfg.ExpireAfter/4, time.Second), time.Minute))
 	defer tick.Stop()
 	var err error
 loop:
