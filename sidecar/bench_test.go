@@ -67,8 +67,8 @@ func seqTemplate(tb testing.TB, ev any, seq uint64) (prefix, suffix []byte) {
 // events/cpu-s (target ≥ 250,000), bare-events/cpu-s and their ratio
 // (target ≥ 0.5). events/s is the wall-clock rate, writer included;
 // B/op and allocs/op are the ingest path's. The ingest side decodes with
-// the connection's decoder (request lines take the fast path of
-// decode_request.go, which yields what schema.Decode yields); the bare side
+// the connection's decoder (request lines take schema.Decoder's fast path,
+// which yields what schema.Decode yields); the bare side
 // is goccy/go-json's Unmarshal, the baseline the issue names (schema.Decode
 // uses encoding/json, which keeps goccy out of the sidecar binary).
 // BenchmarkApply shows the two decoders and the apply path apart.

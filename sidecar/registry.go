@@ -18,6 +18,11 @@ import (
 // ContentType is the Content-Type of /metrics (Prometheus text format 0.0.4).
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
+// This file is the series registry: every exported series once, with its
+// Prometheus exposition and, when OTLP is on, its OTLP shadow (the bucket
+// counts metrics.PrometheusHistogram does not give back). registry_test.go
+// covers it (golden expositions, promtool, escaping).
+
 // registry is the Prometheus side of the aggregation: one metrics.Set per
 // schema family, written after that family's own "# HELP" and "# TYPE"
 // lines. (metrics.ExposeMetadata would write an empty HELP, which promtool
