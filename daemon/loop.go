@@ -65,9 +65,10 @@ type loop struct {
 	failedFlag atomic.Bool // the engine failed (for /health)
 }
 
-// loopMsg is one message from a handler to the loop: exactly one field is
-// set.
+// loopMsg is one message from a handler to the loop (or, tick, from the
+// snapshot ticker): exactly one field is set.
 type loopMsg struct {
+	tick   bool
 	submit *seq
 	cancel *cancelMsg
 	snap   chan *schema.EngineBody // the reply channel of a debug snapshot
@@ -199,19 +200,17 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 			exit = l.stopping
 		}
 	}()
-	if len(l.active) == 0 {
-		// Idle: block until something happens.
-		select {
-		case m := <-l.inbox:
-			if l.handle(m) {
-				return true
-			}
-		case <-ticker.C:
-			l.emitSnapshot()
+	// Handle whatever arrived; idle, block until something does.
+	block := len(l.active) == 0
+	for range 4096 {
+		m, ok := l.next(ticker, block)
+		if !ok {
+			break
 		}
-	}
-	if l.poll(ticker) {
-		return true
+		block = false
+		if l.handle(m) {
+			return true
+		}
 	}
 	l.checkDeadlines()
 	if len(l.active) > 0 {
@@ -220,28 +219,33 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 	return false
 }
 
-// poll handles whatever arrived, without blocking. It reports whether the
-// loop must exit.
-func (l *loop) poll(ticker *time.Ticker) bool {
-	for range 4096 {
+// next returns the next message from a handler or a snapshot tick, waiting
+// for one when block is set; otherwise ok is false when there is none.
+func (l *loop) next(ticker *time.Ticker, block bool) (m loopMsg, ok bool) {
+	if block {
 		select {
-		case m := <-l.inbox:
-			if l.handle(m) {
-				return true
-			}
+		case m = <-l.inbox:
 		case <-ticker.C:
-			l.emitSnapshot()
-		default:
-			return false
+			m.tick = true
 		}
+		return m, true
 	}
-	return false
+	select {
+	case m = <-l.inbox:
+	case <-ticker.C:
+		m.tick = true
+	default:
+		return m, false
+	}
+	return m, true
 }
 
 // handle serves one message from a handler and reports whether the loop
 // must exit.
 func (l *loop) handle(m loopMsg) (exit bool) {
 	switch {
+	case m.tick:
+		l.emitSnapshot()
 	case m.submit != nil:
 		l.doSubmit(m.submit)
 	case m.cancel != nil:

@@ -242,11 +242,10 @@ func scanBool(b []byte, i int) (bool, int) {
 	return false, -1
 }
 
-// scanDigits reads the digits of an integer ("0" or no leading zero) as a
-// uint64; a number above math.MaxUint64 is not read.
-func scanDigits(b []byte, i int) (uint64, int) {
-	start := i
-	var u uint64
+// digitRun reads the decimal digits at b[i:] into u (wrapping past 19
+// digits: callers check the length) and returns the position after them.
+// It is small enough to be inlined into both of its hot callers.
+func digitRun(b []byte, i int) (u uint64, end int) {
 	for ; i < len(b); i++ {
 		d := b[i] - '0'
 		if d > 9 {
@@ -254,6 +253,14 @@ func scanDigits(b []byte, i int) (uint64, int) {
 		}
 		u = u*10 + uint64(d)
 	}
+	return u, i
+}
+
+// scanDigits reads the digits of an integer ("0" or no leading zero) as a
+// uint64; a number above math.MaxUint64 is not read.
+func scanDigits(b []byte, i int) (uint64, int) {
+	start := i
+	u, i := digitRun(b, i)
 	switch n := i - start; {
 	case n == 0 || (n > 1 && b[start] == '0') || n > 20:
 		return 0, -1
@@ -320,15 +327,7 @@ func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
 		if neg {
 			i++
 		}
-		j := i
-		var u uint64
-		for ; j < len(b); j++ {
-			d := b[j] - '0'
-			if d > 9 {
-				break
-			}
-			u = u*10 + uint64(d)
-		}
+		u, j := digitRun(b, i)
 		var v int64
 		switch n := j - i; {
 		case n == 0 || (n > 1 && b[i] == '0'):

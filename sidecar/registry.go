@@ -244,9 +244,17 @@ type gaugeSeries struct {
 	g *metrics.Gauge
 }
 
-func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+// newSeries returns the family famID and the metadata of a new series in
+// it. The constructor counts the series in fam.n once its set holds it, so
+// a scrape never writes a family's metadata before one of its series.
+func (r *registry) newSeries(famID string, start time.Time, labels []label) (*family, seriesMeta) {
 	fam := r.family(famID)
-	h := &histSeries{seriesMeta: newMeta(fam, start, labels)}
+	return fam, newMeta(fam, start, labels)
+}
+
+func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+	fam, meta := r.newSeries(famID, start, labels)
+	h := &histSeries{seriesMeta: meta}
 	h.prom = fam.set.NewPrometheusHistogramExt(h.name, fam.f.Buckets)
 	if shadow {
 		h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
@@ -256,16 +264,16 @@ func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ..
 }
 
 func (r *registry) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
-	fam := r.family(famID)
-	c := &counterSeries{seriesMeta: newMeta(fam, start, labels)}
+	fam, meta := r.newSeries(famID, start, labels)
+	c := &counterSeries{seriesMeta: meta}
 	c.c = fam.set.NewCounter(c.name)
 	fam.n.Add(1)
 	return c
 }
 
 func (r *registry) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
-	fam := r.family(famID)
-	c := &floatCounterSeries{seriesMeta: newMeta(fam, start, labels)}
+	fam, meta := r.newSeries(famID, start, labels)
+	c := &floatCounterSeries{seriesMeta: meta}
 	c.c = fam.set.NewFloatCounter(c.name)
 	fam.n.Add(1)
 	return c
@@ -273,8 +281,8 @@ func (r *registry) newFloatCounter(famID string, start time.Time, labels ...labe
 
 // newGauge registers a gauge; f, if not nil, computes its value on read.
 func (r *registry) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
-	fam := r.family(famID)
-	g := &gaugeSeries{seriesMeta: newMeta(fam, start, labels)}
+	fam, meta := r.newSeries(famID, start, labels)
+	g := &gaugeSeries{seriesMeta: meta}
 	g.g = fam.set.NewGauge(g.name, f)
 	fam.n.Add(1)
 	return g
