@@ -244,46 +244,41 @@ type gaugeSeries struct {
 	g *metrics.Gauge
 }
 
-// newSeries returns the family famID and the metadata of a new series in
-// it. The constructor counts the series in fam.n once its set holds it, so
-// a scrape never writes a family's metadata before one of its series.
-func (r *registry) newSeries(famID string, start time.Time, labels []label) (*family, seriesMeta) {
+// register creates a series of family famID: build makes it from its
+// family and metadata, registering it in fam.set; then the family counts
+// it, so a scrape never writes a family's metadata before one of its series.
+func register[S any](r *registry, famID string, start time.Time, labels []label, build func(*family, seriesMeta) S) S {
 	fam := r.family(famID)
-	return fam, newMeta(fam, start, labels)
+	s := build(fam, newMeta(fam, start, labels))
+	fam.n.Add(1)
+	return s
 }
 
 func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
-	fam, meta := r.newSeries(famID, start, labels)
-	h := &histSeries{seriesMeta: meta}
-	h.prom = fam.set.NewPrometheusHistogramExt(h.name, fam.f.Buckets)
-	if shadow {
-		h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
-	}
-	fam.n.Add(1)
-	return h
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *histSeries {
+		h := &histSeries{seriesMeta: m, prom: fam.set.NewPrometheusHistogramExt(m.name, fam.f.Buckets)}
+		if shadow {
+			h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
+		}
+		return h
+	})
 }
 
 func (r *registry) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
-	fam, meta := r.newSeries(famID, start, labels)
-	c := &counterSeries{seriesMeta: meta}
-	c.c = fam.set.NewCounter(c.name)
-	fam.n.Add(1)
-	return c
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *counterSeries {
+		return &counterSeries{seriesMeta: m, c: fam.set.NewCounter(m.name)}
+	})
 }
 
 func (r *registry) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
-	fam, meta := r.newSeries(famID, start, labels)
-	c := &floatCounterSeries{seriesMeta: meta}
-	c.c = fam.set.NewFloatCounter(c.name)
-	fam.n.Add(1)
-	return c
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *floatCounterSeries {
+		return &floatCounterSeries{seriesMeta: m, c: fam.set.NewFloatCounter(m.name)}
+	})
 }
 
 // newGauge registers a gauge; f, if not nil, computes its value on read.
 func (r *registry) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
-	fam, meta := r.newSeries(famID, start, labels)
-	g := &gaugeSeries{seriesMeta: meta}
-	g.g = fam.set.NewGauge(g.name, f)
-	fam.n.Add(1)
-	return g
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *gaugeSeries {
+		return &gaugeSeries{seriesMeta: m, g: fam.set.NewGauge(m.name, f)}
+	})
 }
