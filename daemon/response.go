@@ -6,6 +6,10 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
+// This file: usage_test.go, json_test.go and server_test.go cover it (usage
+// and its extra, responses and chunks decoded back with encoding/json);
+// TestChunkAllocs locks its allocations.
+
 // respMeta is what every response and chunk of one request repeats.
 type respMeta struct {
 	id              string

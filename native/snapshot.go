@@ -1,5 +1,8 @@
 package native
 
+// This file: engine_test.go (TestSnapshot and the metric tests) covers it;
+// daemon/events_test.go checks its conversion to the wire.
+
 // Snapshot is the engine's cumulative metrics since it was opened, its live
 // gauges, and the step records since the previous snapshot: raw facts in
 // the engine's own terms. The daemon turns it into a wire event (MLC-LLM's

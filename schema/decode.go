@@ -10,6 +10,9 @@ import (
 	"unicode/utf8"
 )
 
+// This file: events_test.go (goldens, every rejection reason) and
+// decode_fast_test.go (the Decoder against Decode, fuzzed) cover it.
+
 // DecodeError is the error [Decode] returns. Reason is one of
 // [DecodeReasons]; the sidecar counts rejected lines by it.
 type DecodeError struct {

@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// This file: binary_test.go and live_test.go cover it (the built binary, real
+// sockets, promtool, VictoriaMetrics).
+
 // Sidecar is picometer-sidecar: the daemons' socket, the aggregation,
 // Prometheus /metrics and, when an endpoint is configured, the OTLP push.
 type Sidecar struct {
