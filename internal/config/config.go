@@ -117,6 +117,9 @@ func fieldOf(t reflect.Type, key string) (reflect.StructField, bool) {
 }
 
 func fieldByKey(v reflect.Value, key string) reflect.Value {
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
 	f, _ := fieldOf(v.Type(), key)
 	return v.FieldByIndex(f.Index)
 }

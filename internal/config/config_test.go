@@ -18,6 +18,7 @@ type testConfig struct {
 	Timeout time.Duration `toml:"timeout"`
 	Count   int           `toml:"count"`
 	Inner   inner         `toml:"inner"`
+	Ptr     *inner        `toml:"ptr"`
 }
 
 func TestDecode(t *testing.T) {
@@ -42,6 +43,7 @@ func TestDecode(t *testing.T) {
 	f(`timeout = "5 minutes"`, `line 1 (last key "timeout"): invalid duration: "5 minutes"`)
 	f(`timeout = 30`, `timeout: 30 is not a duration; write a string such as "30s"`)
 	f("[inner]\ninterval = 7", `inner.interval: 7 is not a duration; write a string such as "7s"`)
+	f("[ptr]\ninterval = 8", `ptr.interval: 8 is not a duration; write a string such as "8s"`)
 }
 
 func TestCheckListen(t *testing.T) {
@@ -100,4 +102,26 @@ func TestEncodeReadsBack(t *testing.T) {
 	if !strings.Contains(b.String(), `timeout = "1m30s"`) {
 		t.Errorf("durations are not written as strings:\n%s", b.String())
 	}
+}
+
+// FuzzDecode: Decode never panics, whatever the bytes; what it accepts
+// encodes and reads back to the same value.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`timeout = "90s"`, "[inner]\ninterval = 7", "[ptr]\nname = \"x\"", `count = 1e3`, "listen = \n", `x = [1, "a"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c testConfig
+		if Decode(data, &c) != nil {
+			return
+		}
+		var b strings.Builder
+		if err := Encode(&b, c); err != nil {
+			t.Fatalf("accepted %q but cannot encode it: %v", data, err)
+		}
+		var back testConfig
+		if err := Decode([]byte(b.String()), &back); err != nil {
+			t.Fatalf("accepted %q; its encoding %q does not decode: %v", data, b.String(), err)
+		}
+	})
 }
