@@ -118,7 +118,15 @@ func TestLiveRSS(t *testing.T) {
 					t.Logf("sidecar log:\n%s", log.String())
 				}
 			}()
-			waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
+			// The socket file appears at bind, before listen: wait until
+			// it accepts (a connection that sends nothing is harmless).
+			waitFor(t, func() bool {
+				c, err := net.Dial("unix", sock)
+				if err == nil {
+					c.Close()
+				}
+				return err == nil
+			})
 			idle, _, idleAnon, idleFile := procStatus(t, cmd.Process.Pid)
 
 			const daemons, events = 8, 40000
