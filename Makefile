@@ -8,6 +8,7 @@ TINY    := $(MODELS)/tiny.gguf
 DEFAULT := $(MODELS)/default.gguf
 VM_BIN  := $(BIN)/victoria-metrics
 SE_BIN  := $(BIN)/statsd_exporter
+BS_BIN  := $(BIN)/benchstat
 
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
@@ -61,8 +62,8 @@ test-c: ## C engine and loader tests under AddressSanitizer + UBSan
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
 
-bench: models build $(SE_BIN) ## benchmarks, printed as a table of medians (BENCHCOUNT runs each, default 5)
-	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) scripts/bench.sh $${BENCHCOUNT:-5}
+bench: models build $(SE_BIN) $(BS_BIN) ## benchmarks, summarised by benchstat: medians ± confidence (BENCHCOUNT runs each, default 5)
+	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) BENCHSTAT=$(CURDIR)/$(BS_BIN) scripts/bench.sh $${BENCHCOUNT:-5}
 
 .PHONY: screenshot
 screenshot: build models ## regenerate docs/status-page.png, the README's picture of the status page (daemon, sidecar, PAGE_TRAFFIC of traffic, default 3m; headless chromium)
@@ -103,6 +104,10 @@ $(VM_BIN): tools/victoriametrics/go.mod tools/victoriametrics/tools.go ## Victor
 $(SE_BIN): tools/statsdexporter/go.mod tools/statsdexporter/tools.go ## prometheus/statsd_exporter from the Go module proxy (what the sidecar's budget is measured against)
 	@mkdir -p $(BIN)
 	cd tools/statsdexporter && $(GO) build -o ../../$(SE_BIN) github.com/prometheus/statsd_exporter
+
+$(BS_BIN): tools/benchstat/go.mod tools/benchstat/tools.go ## benchstat (golang.org/x/perf) from the Go module proxy: medians and side-by-side comparisons of bench runs
+	@mkdir -p $(BIN)
+	cd tools/benchstat && $(GO) build -o ../../$(BS_BIN) golang.org/x/perf/cmd/benchstat
 
 clean: ## remove bin/ and build/
 	rm -rf $(BIN) build

@@ -1,9 +1,10 @@
 package daemon
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/picometer/picometer/native"
 )

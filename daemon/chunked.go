@@ -8,6 +8,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// This file: server_test.go covers it (chunked bodies: the 413 and the error
+// event of an oversized one).
+
 // chunkedOps remembers the operation of chunked requests to a completions
 // endpoint while fasthttp reads their body. When such a body turns out to
 // be over the limit, fasthttp resets the request (path included) before it

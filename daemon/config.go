@@ -1,27 +1,22 @@
 package daemon
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
+	"github.com/picometer/picometer/internal/config"
+	"github.com/picometer/picometer/internal/logging"
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
-
-	"github.com/picometer/picometer/internal/logging"
 )
 
 // Config is picometerd's configuration: a TOML file (decoded strictly:
-// an unknown key is an error naming it), overridden by flags. Durations
-// are TOML strings such as "300s" or "1m30s".
+// an unknown key is an error naming it), overridden by flags, read and
+// printed as internal/config does it for both binaries. Durations are TOML
+// strings such as "300s" or "1m30s".
 type Config struct {
 	// Listen is the HTTP address. Default "127.0.0.1:8000".
 	Listen string `toml:"listen"`
@@ -142,43 +137,25 @@ func DefaultConfig() Config {
 	}
 }
 
-// ParseConfig decodes a TOML document over the defaults. Unknown keys are
-// an error naming the first of them; the result is not validated.
+// ParseConfig decodes a TOML document over the defaults, strictly
+// (config.Decode: an unknown key is an error naming it); the result is not
+// validated.
 func ParseConfig(data []byte) (Config, error) {
 	c := DefaultConfig()
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			if pe.LastKey != "" {
-				return c, fmt.Errorf("line %d (key %q): %s", pe.Position.Line, pe.LastKey, pe.Message)
-			}
-			return c, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
-		}
-		return c, err
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return c, fmt.Errorf("unknown key %q", und[0].String())
-	}
-	return c, nil
+	err := config.Decode(data, &c)
+	return c, err
 }
 
 // LoadConfig reads and parses a config file; errors start with its path.
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return DefaultConfig(), err
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	c := DefaultConfig()
+	err := config.Load(path, &c)
+	return c, err
 }
 
 // Validate returns an error naming the first key out of range.
 func (c *Config) Validate() error {
-	if err := validateListen(c.Listen); err != nil {
+	if err := config.CheckListen("listen", c.Listen); err != nil {
 		return err
 	}
 	if c.Model == "" {
@@ -231,53 +208,19 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func validateListen(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		var ae *net.AddrError
-		if errors.As(err, &ae) {
-			return fmt.Errorf("listen: %q is not host:port: %s", addr, ae.Err)
-		}
-		return fmt.Errorf("listen: %q is not host:port: %v", addr, err)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return fmt.Errorf("listen: port %q is not a number in 0..65535", port)
-	}
-	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
-		return fmt.Errorf("listen: host %q is not an IP address or localhost", host)
-	}
-	return nil
-}
-
 // Describe returns the effective configuration as a TOML document that
 // ParseConfig reads back to the same Config, for --check-config. API keys
 // are not shown, only counted.
 func Describe(c Config) string {
 	var b strings.Builder
-	q := strconv.Quote
-	fmt.Fprintf(&b, "listen = %s\n", q(c.Listen))
-	fmt.Fprintf(&b, "model = %s\n", q(c.Model))
-	fmt.Fprintf(&b, "model_name = %s\n", q(c.ModelName))
 	fmt.Fprintf(&b, "# api_keys: %d set (not shown)\n", len(c.APIKeys))
-	fmt.Fprintf(&b, "max_body_bytes = %d\n", c.MaxBodyBytes)
-	fmt.Fprintf(&b, "request_timeout = %s\n", q(c.RequestTimeout.String()))
-	fmt.Fprintf(&b, "stream_stall_timeout = %s\n", q(c.StreamStallTimeout.String()))
-	fmt.Fprintf(&b, "read_timeout = %s\n", q(c.ReadTimeout.String()))
-	fmt.Fprintf(&b, "idle_timeout = %s\n", q(c.IdleTimeout.String()))
-	fmt.Fprintf(&b, "shutdown_grace = %s\n", q(c.ShutdownGrace.String()))
-	fmt.Fprintf(&b, "log_level = %s\n", q(c.LogLevel))
-	e := c.Engine
-	fmt.Fprintf(&b, "\n[engine]\n")
-	fmt.Fprintf(&b, "b_max = %d\nspec_k = %d\nprefill_chunk = %d\nblock_size = %d\n", e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize)
-	fmt.Fprintf(&b, "kv_blocks = %d\nmax_waiting = %d\nthreads = %d\nkernel = %s\n", e.KVBlocks, e.MaxWaiting, e.Threads, q(e.Kernel))
-	m := c.Metrics
-	fmt.Fprintf(&b, "\n[metrics]\n")
-	fmt.Fprintf(&b, "socket = %s", q(m.Socket))
-	if m.Socket == "" {
-		fmt.Fprintf(&b, " # the emitter is off")
+	if c.Metrics.Socket == "" {
+		fmt.Fprintf(&b, "# metrics.socket is empty: the emitter is off\n")
 	}
-	fmt.Fprintf(&b, "\nqueue = %d\nsnapshot_interval = %s\nwrite_timeout = %s\n", m.Queue, q(m.SnapshotInterval.String()), q(m.WriteTimeout.String()))
-	fmt.Fprintf(&b, "backoff_min = %s\nbackoff_max = %s\nflush_timeout = %s\n", q(m.BackoffMin.String()), q(m.BackoffMax.String()), q(m.FlushTimeout.String()))
+	c.APIKeys = nil
+	if err := config.Encode(&b, c); err != nil {
+		panic("BUG: the daemon's Config does not encode as TOML: " + err.Error())
+	}
 	return b.String()
 }
 

@@ -1,9 +1,6 @@
 package daemon
 
-import (
-	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/schema"
-)
+import "github.com/picometer/picometer/native"
 
 // Engine is what the daemon uses of *native.Engine (whose doc comments are
 // the contract). Only the engine loop calls it, from one goroutine; tests
@@ -15,7 +12,7 @@ type Engine interface {
 	Step() ([]native.Output, error)
 	Cancel(id native.ID) (*native.RequestStats, error)
 	Load() (running, waiting int)
-	Snapshot(dst *schema.EngineBody)
+	Snapshot(dst *native.Snapshot)
 }
 
 var _ Engine = (*native.Engine)(nil)

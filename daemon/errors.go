@@ -9,6 +9,9 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
+// This file: openai_test.go and server_test.go cover it (every error shape
+// and status, exact JSON).
+
 // OpenAI error types (error.type in the response body).
 const (
 	typeInvalidRequest = "invalid_request_error"

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/schema"
 )
 
 // fakeEngine is an in-test engine, fast and scriptable, that keeps the
@@ -45,8 +44,8 @@ type fakeEngine struct {
 	cancelled  []native.ID
 	submitted  int
 	maxBatch   int
-	decodeTime schema.TimeByBatchSize
-	records    []schema.StepRecord
+	decodeTime []native.TimeCost
+	records    []native.StepRecord
 	finished   int64
 }
 
@@ -170,11 +169,11 @@ func (f *fakeEngine) Step() ([]native.Output, error) {
 	batch := len(f.running)
 	f.maxBatch = max(f.maxBatch, batch)
 	for len(f.decodeTime) <= batch {
-		f.decodeTime = append(f.decodeTime, schema.TimeCost{})
+		f.decodeTime = append(f.decodeTime, native.TimeCost{})
 	}
 	f.decodeTime[batch].Count++
 	f.decodeTime[batch].Sum += float64(now-start) / 1e9
-	f.records = append(f.records, schema.StepRecord{Phase: schema.PhaseDecode, BatchSize: batch, Tokens: batch, DurationUS: (now - start) / 1000})
+	f.records = append(f.records, native.StepRecord{Phase: native.PhaseDecode, BatchSize: batch, Tokens: batch, DurationUS: (now - start) / 1000})
 	if n := batch * max(f.runLen, 1); cap(f.toks) < n {
 		f.toks = make([]int32, 0, n)
 	}
@@ -253,7 +252,7 @@ func (f *fakeEngine) Load() (running, waiting int) {
 	return len(f.running), len(f.waiting)
 }
 
-func (f *fakeEngine) Snapshot(dst *schema.EngineBody) {
+func (f *fakeEngine) Snapshot(dst *native.Snapshot) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dst.DecodeTimeByBatchSize = slices.Clone(f.decodeTime)

@@ -36,7 +36,7 @@ func (nopSink) StepsDropped() int64     { return 0 }
 // control (drain, abort, stop). Each iteration drains those channels
 // without blocking, aborts requests whose deadline passed, and runs one
 // engine step, handing each request's tokens to it. With nothing to do it
-// blocks on the channels. Snapshots go to the sink every interval and once
+// blocks on its inbox. Snapshots go to the sink every interval and once
 // when the loop stops.
 type loop struct {
 	eng      Engine
@@ -47,11 +47,8 @@ type loop struct {
 	timeout  time.Duration // per-request deadline, for error messages
 	stepCap  int           // step records kept between two emitted snapshots
 
-	submitCh chan *seq
-	cancelCh chan cancelMsg
-	snapCh   chan chan *schema.EngineBody
-	ctlCh    chan ctlMsg
-	done     chan struct{}
+	inbox chan loopMsg // from handlers, in arrival order
+	done  chan struct{}
 
 	// Owned by the loop goroutine.
 	active       map[native.ID]*seq
@@ -61,10 +58,21 @@ type loop struct {
 	stepsDropped int64               // step records the loop could not carry
 	nextDeadline int64
 	stopped      []*seq
-	submitting   *seq // the submission being answered
-	stopping     bool // ctlStop arrived: exit even after a panic
+	submitting   *seq            // the submission being answered
+	snap         native.Snapshot // scratch for the engine's snapshots
+	stopping     bool            // ctlStop arrived: exit even after a panic
 
 	failedFlag atomic.Bool // the engine failed (for /health)
+}
+
+// loopMsg is one message from a handler to the loop (or, tick, from the
+// snapshot ticker): exactly one field is set.
+type loopMsg struct {
+	tick   bool
+	submit *seq
+	cancel *cancelMsg
+	snap   chan *schema.EngineBody // the reply channel of a debug snapshot
+	ctl    *ctlMsg
 }
 
 type cancelMsg struct {
@@ -92,12 +100,9 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 	}
 	return &loop{
 		eng: eng, sink: sink, clock: clock, log: log, interval: interval, timeout: timeout, stepCap: stepCap,
-		submitCh: make(chan *seq, 1024),
-		cancelCh: make(chan cancelMsg, 1024),
-		snapCh:   make(chan chan *schema.EngineBody),
-		ctlCh:    make(chan ctlMsg),
-		done:     make(chan struct{}),
-		active:   make(map[native.ID]*seq),
+		inbox:  make(chan loopMsg, 2048),
+		done:   make(chan struct{}),
+		active: make(map[native.ID]*seq),
 	}
 }
 
@@ -107,7 +112,7 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 // the error to answer with (429 queue full, 503 shutting down, 500 …).
 func (l *loop) submit(s *seq) *apiError {
 	select {
-	case l.submitCh <- s:
+	case l.inbox <- loopMsg{submit: s}:
 	case <-l.done:
 		return errShuttingDown
 	}
@@ -129,7 +134,7 @@ func (l *loop) submit(s *seq) *apiError {
 // cancel asks the loop to abort s (if it has not finished already).
 func (l *loop) cancel(s *seq, kind string) {
 	select {
-	case l.cancelCh <- cancelMsg{s, kind}:
+	case l.inbox <- loopMsg{cancel: &cancelMsg{s, kind}}:
 	case <-l.done:
 	}
 }
@@ -139,7 +144,7 @@ func (l *loop) cancel(s *seq, kind string) {
 func (l *loop) snapshot() *schema.EngineBody {
 	reply := make(chan *schema.EngineBody, 1)
 	select {
-	case l.snapCh <- reply:
+	case l.inbox <- loopMsg{snap: reply}:
 	case <-l.done:
 		return nil
 	}
@@ -154,7 +159,7 @@ func (l *loop) snapshot() *schema.EngineBody {
 func (l *loop) control(op ctlOp) {
 	m := ctlMsg{op, make(chan struct{})}
 	select {
-	case l.ctlCh <- m:
+	case l.inbox <- loopMsg{ctl: &m}:
 	case <-l.done:
 		return
 	}
@@ -195,25 +200,17 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 			exit = l.stopping
 		}
 	}()
-	if len(l.active) == 0 {
-		// Idle: block until something happens.
-		select {
-		case s := <-l.submitCh:
-			l.doSubmit(s)
-		case c := <-l.cancelCh:
-			l.doCancel(c.s, c.kind)
-		case r := <-l.snapCh:
-			r <- l.debugSnapshot()
-		case <-ticker.C:
-			l.emitSnapshot()
-		case m := <-l.ctlCh:
-			if l.doControl(m) {
-				return true
-			}
+	// Handle whatever arrived; idle, block until something does.
+	block := len(l.active) == 0
+	for range 4096 {
+		m, ok := l.next(ticker, block)
+		if !ok {
+			break
 		}
-	}
-	if l.poll(ticker) {
-		return true
+		block = false
+		if l.handle(m) {
+			return true
+		}
 	}
 	l.checkDeadlines()
 	if len(l.active) > 0 {
@@ -222,26 +219,41 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 	return false
 }
 
-// poll handles whatever arrived on the channels, without blocking. It
-// reports whether the loop must exit.
-func (l *loop) poll(ticker *time.Ticker) bool {
-	for range 4096 {
+// next returns the next message from a handler or a snapshot tick, waiting
+// for one when block is set; otherwise ok is false when there is none.
+func (l *loop) next(ticker *time.Ticker, block bool) (m loopMsg, ok bool) {
+	if block {
 		select {
-		case s := <-l.submitCh:
-			l.doSubmit(s)
-		case c := <-l.cancelCh:
-			l.doCancel(c.s, c.kind)
-		case r := <-l.snapCh:
-			r <- l.debugSnapshot()
+		case m = <-l.inbox:
 		case <-ticker.C:
-			l.emitSnapshot()
-		case m := <-l.ctlCh:
-			if l.doControl(m) {
-				return true
-			}
-		default:
-			return false
+			m.tick = true
 		}
+		return m, true
+	}
+	select {
+	case m = <-l.inbox:
+	case <-ticker.C:
+		m.tick = true
+	default:
+		return m, false
+	}
+	return m, true
+}
+
+// handle serves one message from a handler and reports whether the loop
+// must exit.
+func (l *loop) handle(m loopMsg) (exit bool) {
+	switch {
+	case m.tick:
+		l.emitSnapshot()
+	case m.submit != nil:
+		l.doSubmit(m.submit)
+	case m.cancel != nil:
+		l.doCancel(m.cancel.s, m.cancel.kind)
+	case m.snap != nil:
+		m.snap <- l.debugSnapshot()
+	case m.ctl != nil:
+		return l.doControl(*m.ctl)
 	}
 	return false
 }
@@ -400,21 +412,6 @@ func (l *loop) finish(s *seq, finish, errType string, stats *native.RequestStats
 	l.sink.Request(&schema.Request{RequestBody: body})
 }
 
-// requestBody builds a request event body from the engine's stats, or from
-// the arrival time alone when the engine has none.
-func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now int64) schema.RequestBody {
-	b := schema.RequestBody{ID: s.id, Operation: s.op, Stream: s.stream, FinishReason: finish, ErrorType: errType}
-	if stats != nil {
-		stats.Wire(&b)
-	} else {
-		b.AdmittedUS, b.FirstTokenUS, b.LastTokenUS = -1, -1, -1
-		b.FinishUS = max(0, (now-s.params.ArrivalNS)/1000)
-		b.ITLUS = []int64{}
-	}
-	b.Metrics = b.MLCMetrics()
-	return b
-}
-
 func (l *loop) doControl(m ctlMsg) (exit bool) {
 	defer close(m.ack)
 	switch m.op {
@@ -446,7 +443,8 @@ func (l *loop) abortAll() {
 // the previous emitted one.
 func (l *loop) emitSnapshot() {
 	ev := &schema.Engine{}
-	l.eng.Snapshot(&ev.EngineBody)
+	l.eng.Snapshot(&l.snap)
+	engineBody(&l.snap, &ev.EngineBody)
 	if len(l.steps) > 0 {
 		ev.Steps = append(l.steps, ev.Steps...)
 		l.steps = nil
@@ -459,7 +457,8 @@ func (l *loop) emitSnapshot() {
 // records are kept (up to stepCap) for the next emitted snapshot.
 func (l *loop) debugSnapshot() *schema.EngineBody {
 	b := &schema.EngineBody{}
-	l.eng.Snapshot(b)
+	l.eng.Snapshot(&l.snap)
+	engineBody(&l.snap, b)
 	room := l.stepCap - len(l.steps)
 	if n := len(b.Steps); n > room {
 		l.stepsDropped += int64(n - room)

@@ -2,11 +2,12 @@ package daemon
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"

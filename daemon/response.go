@@ -6,6 +6,10 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
+// This file: usage_test.go, json_test.go and server_test.go cover it (usage
+// and its extra, responses and chunks decoded back with encoding/json);
+// TestChunkAllocs locks its allocations.
+
 // respMeta is what every response and chunk of one request repeats.
 type respMeta struct {
 	id              string
@@ -74,7 +78,7 @@ func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 		if len(b.ITLUS) > 0 {
 			itlMean = s(itlSum) / float64(len(b.ITLUS))
 		}
-		m := &b.Metrics
+		m := b.MLCMetrics()
 		dst = append(dst, `,"extra":{"ttft_s":`...)
 		dst = appendFloat(dst, s(b.FirstTokenUS))
 		dst = append(dst, `,"time_per_output_token_s":`...)
@@ -140,25 +144,38 @@ func (m *respMeta) appendHead(dst []byte, object string) []byte {
 	return dst
 }
 
+// appendTextChoice appends the head of a text completion (a response or a
+// chunk: the same object) up to its choice's text.
+func (m *respMeta) appendTextChoice(dst, text []byte) []byte {
+	dst = m.appendHead(dst, "text_completion")
+	dst = append(dst, `,"choices":[{"index":0,"text":`...)
+	return appendJSONString(dst, text)
+}
+
+// appendChoiceTail closes a choice after its text or message: logprobs,
+// the finish reason and, when asked, the token ids.
+func (m *respMeta) appendChoiceTail(dst []byte, toks []int32, finish string) []byte {
+	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	dst = appendJSONNullString(dst, finish)
+	if m.tokenIDs {
+		dst = append(dst, `,"token_ids":`...)
+		dst = appendTokenIDs(dst, toks)
+	}
+	return append(dst, '}')
+}
+
 // appendResponse appends a whole (non-streamed) response.
 func (m *respMeta) appendResponse(dst, text []byte, toks []int32, finish string, b *schema.RequestBody) []byte {
 	if m.op == schema.OpChat {
 		dst = m.appendHead(dst, "chat.completion")
 		dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 		dst = appendJSONString(dst, text)
-		dst = append(dst, `},"logprobs":null,"finish_reason":`...)
+		dst = append(dst, '}')
 	} else {
-		dst = m.appendHead(dst, "text_completion")
-		dst = append(dst, `,"choices":[{"index":0,"text":`...)
-		dst = appendJSONString(dst, text)
-		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+		dst = m.appendTextChoice(dst, text)
 	}
-	dst = appendJSONNullString(dst, finish)
-	if m.tokenIDs {
-		dst = append(dst, `,"token_ids":`...)
-		dst = appendTokenIDs(dst, toks)
-	}
-	dst = append(dst, `}],"usage":`...)
+	dst = m.appendChoiceTail(dst, toks, finish)
+	dst = append(dst, `],"usage":`...)
 	dst = appendUsage(dst, b, true)
 	return append(dst, '}')
 }
@@ -176,19 +193,12 @@ func (m *respMeta) appendChunk(dst, text []byte, toks []int32, finish string, co
 			dst = append(dst, `"content":`...)
 			dst = appendJSONString(dst, text)
 		}
-		dst = append(dst, `},"logprobs":null,"finish_reason":`...)
+		dst = append(dst, '}')
 	} else {
-		dst = m.appendHead(dst, "text_completion")
-		dst = append(dst, `,"choices":[{"index":0,"text":`...)
-		dst = appendJSONString(dst, text)
-		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+		dst = m.appendTextChoice(dst, text)
 	}
-	dst = appendJSONNullString(dst, finish)
-	if m.tokenIDs {
-		dst = append(dst, `,"token_ids":`...)
-		dst = appendTokenIDs(dst, toks)
-	}
-	dst = append(dst, "}]"...)
+	dst = m.appendChoiceTail(dst, toks, finish)
+	dst = append(dst, ']')
 	switch {
 	case m.continuousUsage:
 		dst = append(dst, `,"usage":`...)

@@ -9,6 +9,9 @@ import (
 	"github.com/picometer/picometer/native"
 )
 
+// This file: e2e_binary_test.go covers it (the built binary: --check-config,
+// signals, shutdown).
+
 // CheckConfig is --check-config: cfg must be valid and its model file
 // readable.
 func CheckConfig(cfg Config) error {

@@ -7,6 +7,9 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
+// This file: server_test.go, utf8_test.go and e2e_test.go cover it (streams,
+// hold-back and stop strings end to end).
+
 // seq is one generation request on its way through the engine loop. The
 // handler fills the first block and submits it; from then on the loop owns
 // the middle block and hands output over through the mutex-guarded last

@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,12 +16,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	json "github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
 )
+
+// This file is the daemon's lifecycle (New, Serve, Shutdown) and routing:
+// one handler that authenticates, answers Expect and oversized bodies, and
+// sends each path to its room (generate.go, stream.go, endpoints.go).
+// server_test.go, shutdown_test.go and e2e_test.go cover it.
 
 // Version is picometerd's version, sent in hello events.
 const Version = "0.1.0"
@@ -390,304 +392,4 @@ func opOf(path []byte) string {
 		return schema.OpChat
 	}
 	return ""
-}
-
-// emitError sends the request event of a request that failed before the
-// engine saw it.
-func (d *Daemon) emitError(id, op string, stream bool, e *apiError, arrival int64) {
-	s := seq{id: id, op: op, stream: stream}
-	s.params.ArrivalNS = arrival
-	body := requestBody(&s, nil, schema.FinishError, e.Kind, d.clock())
-	d.sink.Request(&schema.Request{RequestBody: body})
-}
-
-// --- generation ---
-
-func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
-	arrival := d.clock()
-	id := d.newID(op)
-	var r genRequest
-	var s *seq // once submitted, the loop sends its request event
-	defer func() {
-		if p := recover(); p != nil {
-			e := d.bug(ctx, p)
-			if s != nil {
-				d.loop.cancel(s, schema.ErrOther)
-			} else {
-				d.emitError(id, op, r.Stream, e, arrival)
-			}
-		}
-	}()
-	fail := func(e *apiError) {
-		e.write(ctx)
-		if e.Status == fasthttp.StatusMethodNotAllowed {
-			ctx.Response.Header.Set("Allow", "POST")
-		}
-		d.emitError(id, op, r.Stream, e, arrival)
-	}
-	if !ctx.IsPost() {
-		fail(errMethod(ctx.Method(), "POST"))
-		return
-	}
-	if e := d.auth(ctx); e != nil {
-		fail(e)
-		return
-	}
-	var e *apiError
-	if op == schema.OpChat {
-		e = decodeChatVocab(ctx.PostBody(), &r, d.codec.size)
-	} else {
-		e = decodeCompletionVocab(ctx.PostBody(), &r, d.codec.size)
-	}
-	if e == nil {
-		e = d.codec.prompt(&r)
-	}
-	if e != nil {
-		fail(e)
-		return
-	}
-	if r.Model != "" && r.Model != d.model {
-		fail(errModelNotFound(r.Model, d.model))
-		return
-	}
-	if e := d.fitContext(&r); e != nil {
-		fail(e)
-		return
-	}
-	if d.draining.Load() {
-		fail(errShuttingDown)
-		return
-	}
-	s = newSeq()
-	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
-	s.stop = newStopMatcher(r.Stop)
-	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
-		Seed: r.Seed, ArrivalNS: arrival}
-	if !r.HasSeed {
-		s.params.Seed = rand.Uint64()
-	}
-	if op == schema.OpChat {
-		s.params.StopTokens = d.codec.stops
-	}
-	s.deadline = arrival + int64(d.cfg.RequestTimeout)
-	if e := d.loop.submit(s); e != nil {
-		s = nil
-		fail(e)
-		return
-	}
-	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
-		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage}
-	if r.Stream {
-		ctx.SetStatusCode(fasthttp.StatusOK)
-		ctx.SetContentType("text/event-stream")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.Response.ImmediateHeaderFlush = true
-		conn := ctx.Conn()
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
-		return
-	}
-	d.respond(ctx, s, &m)
-}
-
-// fitContext checks the prompt against the context and resolves max_tokens.
-// A prompt must leave room for one token. Like vLLM and OpenAI, an explicit
-// max_tokens that does not fit with the prompt is a 400, not clamped; when
-// max_tokens is absent it is 16 for completions (OpenAI's default) and the
-// whole room left for chat, in both cases clamped to the room left.
-func (d *Daemon) fitContext(r *genRequest) *apiError {
-	n := len(r.Prompt)
-	if n >= d.ctxLen {
-		return badRequest(r.PromptParam, "context_length_exceeded",
-			"This model's maximum context length is %d tokens. However, your %s resulted in %d tokens; at most %d leave room for one output token.",
-			d.ctxLen, r.PromptParam, n, d.ctxLen-1)
-	}
-	room := d.ctxLen - n
-	switch {
-	case r.MaxTokens == 0 && r.Op == schema.OpTextCompletion:
-		r.MaxTokens = min(16, room)
-	case r.MaxTokens == 0:
-		r.MaxTokens = room
-	case r.MaxTokens > room:
-		return badRequest(r.MaxTokensParam, "context_length_exceeded",
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
-			d.ctxLen, n+r.MaxTokens, n, r.PromptParam, r.MaxTokens, r.PromptParam)
-	}
-	return nil
-}
-
-// respond waits for a non-streamed request and writes its response. A
-// client that disconnects meanwhile cancels the request (see [waiter]).
-func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
-	var part, all outBuf
-	var res result
-	w := waiter{d: d, s: s, conn: ctx.Conn()}
-	defer w.stop()
-	for {
-		w.wait()
-		var done bool
-		done, res = s.take(&part)
-		all.text = append(all.text, part.text...)
-		all.toks = append(all.toks, part.toks...)
-		if done {
-			break
-		}
-	}
-	if res.err != nil {
-		res.err.write(ctx)
-		return
-	}
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(m.appendResponse(nil, all.text, all.toks, res.finish, &res.body))
-}
-
-// stream writes a request's server-sent events: one chunk per engine run
-// that produced text (or tokens, when token ids or continuous usage are
-// asked), a last chunk with the finish reason, the usage chunk when asked,
-// and data: [DONE]. An error after the header went out is an error event.
-// The first failed Flush means the client left: the request is cancelled
-// in the engine (finish reason abort, error type cancelled); so does a
-// client that leaves while its stream is silent (see [waiter]).
-func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("BUG: panic streaming a response", "id", s.id, "panic", r, "stack", string(debug.Stack()))
-			d.loop.cancel(s, schema.ErrOther)
-		}
-	}()
-	flush := func() bool {
-		if err := w.Flush(); err != nil {
-			d.loop.cancel(s, schema.ErrCancelled)
-			return false
-		}
-		return true
-	}
-	buf := make([]byte, 0, 512)
-	if m.op == schema.OpChat {
-		d.armWrite(conn)
-		buf = m.appendRoleChunk(buf)
-		w.Write(buf)
-		if !flush() {
-			return
-		}
-	}
-	var out outBuf
-	completion := 0
-	wt := waiter{d: d, s: s, conn: conn}
-	defer wt.stop()
-	for {
-		wt.wait()
-		done, res := s.take(&out)
-		if len(out.runs) > 0 || done {
-			// Before anything reaches the connection (a large write
-			// flushes by itself): the engine may have been silent for
-			// longer than the stall timeout.
-			d.armWrite(conn)
-		}
-		wrote := false
-		var start runEnd
-		for _, end := range out.runs {
-			text, toks := out.text[start.text:end.text], out.toks[start.toks:end.toks]
-			start = end
-			completion += len(toks)
-			if len(text) == 0 && (len(toks) == 0 || !(m.tokenIDs || m.continuousUsage)) {
-				continue
-			}
-			buf = m.appendChunk(buf[:0], text, toks, "", completion)
-			w.Write(buf)
-			wrote = true
-		}
-		if done {
-			if res.err != nil {
-				buf = appendErrorEvent(buf[:0], res.err)
-			} else {
-				buf = m.appendChunk(buf[:0], nil, nil, res.finish, completion)
-				if m.includeUsage {
-					buf = m.appendUsageChunk(buf, &res.body)
-				}
-			}
-			buf = append(buf, sseDone...)
-			w.Write(buf)
-			flush()
-			return
-		}
-		if wrote && !flush() {
-			return
-		}
-	}
-}
-
-// armWrite gives the writes about to happen on conn stream_stall_timeout
-// to complete. fasthttp's WriteTimeout cannot do it (it would cut long
-// streams), and without a deadline a client that stops reading would hold
-// its connection and goroutine forever. Every response arms it: handle
-// when it returns (fasthttp writes the response next), a stream before
-// each batch of chunks; so a deadline left by an earlier response on a
-// keep-alive connection never applies to a later one.
-func (d *Daemon) armWrite(conn net.Conn) {
-	if conn != nil {
-		conn.SetWriteDeadline(time.Now().Add(d.cfg.StreamStallTimeout))
-	}
-}
-
-// --- other endpoints ---
-
-func (d *Daemon) models(ctx *fasthttp.RequestCtx) {
-	b := []byte(`{"object":"list","data":[`)
-	b = d.appendModel(b)
-	b = append(b, "]}"...)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
-}
-
-func (d *Daemon) model1(ctx *fasthttp.RequestCtx, id string) {
-	if id != d.model {
-		errModelNotFound(id, d.model).write(ctx)
-		return
-	}
-	ctx.SetContentType("application/json")
-	ctx.SetBody(d.appendModel(nil))
-}
-
-func (d *Daemon) appendModel(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = appendJSONString(b, d.model)
-	b = append(b, `,"object":"model","created":`...)
-	b = strconv.AppendInt(b, d.created, 10)
-	b = append(b, `,"owned_by":"picometer","max_model_len":`...)
-	b = strconv.AppendInt(b, int64(d.ctxLen), 10)
-	return append(b, '}')
-}
-
-func (d *Daemon) health(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("application/json")
-	switch {
-	case d.draining.Load():
-		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		ctx.SetBodyString(`{"status":"shutting_down"}`)
-	case d.loop.failedFlag.Load():
-		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		ctx.SetBodyString(`{"status":"engine_failed"}`)
-	default:
-		ctx.SetBodyString(`{"status":"ok"}`)
-	}
-}
-
-// debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
-// shape (schema.EngineBody), with the emitter's events_dropped. Its steps
-// list is empty: step records go to the sidecar.
-func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
-	b := d.loop.snapshot()
-	if b == nil {
-		errShuttingDown.write(ctx)
-		return
-	}
-	out, err := json.Marshal(b)
-	if err != nil {
-		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
-		return
-	}
-	ctx.SetContentType("application/json")
-	ctx.SetBody(out)
 }

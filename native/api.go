@@ -5,18 +5,24 @@ import (
 	"fmt"
 	"math"
 	_ "unsafe" // go:linkname
+)
 
-	"github.com/picometer/picometer/schema"
+// Limits of the engine (engine.h PM_MAX_BATCH, PM_MAX_SPEC_K; engine_cgo.go
+// checks them at compile time). MaxBatch and MaxSpecK are the
+// same numbers on the wire; a daemon test keeps them equal.
+const (
+	MaxBatch = 64 // largest BMax
+	MaxSpecK = 8  // largest SpecK
 )
 
 // Config configures an engine. Start from [DefaultConfig]; [Config.Validate]
 // says what is out of range.
 type Config struct {
 	// BMax is the number of slots sharing the KV cache: the most requests
-	// decoded in one batch. Default 8, 1..schema.MaxBatch.
+	// decoded in one batch. Default 8, 1..MaxBatch.
 	BMax int
 	// SpecK is the n-gram speculative draft length; 0 turns speculation off.
-	// Default 4, 0..schema.MaxSpecK.
+	// Default 4, 0..MaxSpecK.
 	SpecK int
 	// PrefillChunk is the most prompt tokens one slot prefills per step, so a
 	// long prompt stalls the decoding of others for at most one chunk.
@@ -57,10 +63,10 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	const maxRing = 1 << 24
 	switch {
-	case c.BMax < 1 || c.BMax > schema.MaxBatch:
-		return fmt.Errorf("b_max: %d not in 1..%d", c.BMax, schema.MaxBatch)
-	case c.SpecK < 0 || c.SpecK > schema.MaxSpecK:
-		return fmt.Errorf("spec_k: %d not in 0..%d", c.SpecK, schema.MaxSpecK)
+	case c.BMax < 1 || c.BMax > MaxBatch:
+		return fmt.Errorf("b_max: %d not in 1..%d", c.BMax, MaxBatch)
+	case c.SpecK < 0 || c.SpecK > MaxSpecK:
+		return fmt.Errorf("spec_k: %d not in 0..%d", c.SpecK, MaxSpecK)
 	case c.PrefillChunk < 1 || c.PrefillChunk > math.MaxInt32:
 		return fmt.Errorf("prefill_chunk: %d not in 1..%d", c.PrefillChunk, math.MaxInt32)
 	case c.BlockSize < 1 || c.BlockSize > math.MaxInt32:
@@ -102,11 +108,12 @@ type ModelInfo struct {
 // ID identifies a submitted request within one engine.
 type ID uint64
 
-// Finish reasons the engine reports (a subset of schema.FinishReasons).
+// Finish reasons the engine reports (the wire's finish_reason values, a
+// subset of schema.FinishReasons; a daemon test keeps them equal).
 const (
-	FinishStop   = schema.FinishStop   // EOS or a stop token
-	FinishLength = schema.FinishLength // max tokens or the context limit
-	FinishAbort  = schema.FinishAbort  // cancelled
+	FinishStop   = "stop"   // EOS or a stop token
+	FinishLength = "length" // max tokens or the context limit
+	FinishAbort  = "abort"  // cancelled
 )
 
 // Params are one request's generation parameters.
@@ -157,43 +164,6 @@ type RequestStats struct {
 	EmitNS []int64
 
 	Finish string // FinishStop, FinishLength or FinishAbort
-}
-
-// Wire fills the timing and token fields of a request event from s: times
-// in microseconds relative to arrival (-1 when the moment never came) and
-// the ITL gaps between consecutive emitting steps. The caller sets ID,
-// Operation, Stream, FinishReason, ErrorType and Metrics.
-func (s *RequestStats) Wire(b *schema.RequestBody) {
-	rel := func(t int64) int64 {
-		if t == 0 {
-			return -1
-		}
-		d := (t - s.ArrivalNS) / 1000
-		if d < 0 {
-			d = 0
-		}
-		return d
-	}
-	b.AdmittedUS = rel(s.AdmittedNS)
-	b.FirstTokenUS = rel(s.FirstTokenNS)
-	b.LastTokenUS = rel(s.LastTokenNS)
-	b.FinishUS = rel(s.FinishNS)
-	if b.FinishUS < 0 {
-		b.FinishUS = 0
-	}
-	b.PromptTokens = s.PromptTokens
-	b.PrefillTokens = s.PrefillTokens
-	b.DecodeTokens = s.DecodeTokens
-	b.CompletionTokens = s.CompletionTokens
-	b.DraftTokens = s.DraftTokens
-	b.AcceptedTokens = s.AcceptedTokens
-	b.ITLUS = b.ITLUS[:0]
-	for i := 1; i < len(s.EmitNS); i++ {
-		b.ITLUS = append(b.ITLUS, (s.EmitNS[i]-s.EmitNS[i-1])/1000)
-	}
-	if b.ITLUS == nil {
-		b.ITLUS = []int64{}
-	}
 }
 
 // Output is what one step produced for one request.

@@ -8,6 +8,9 @@
 // engine loop is that goroutine and serves everything else over channels.
 // [Now] may be called from anywhere.
 //
-// Built without cgo (CGO_ENABLED=0), [Open] returns [ErrNoCgo] so packages
-// that import this one (schema/, sidecar/) still build and test.
+// Built without cgo (CGO_ENABLED=0), [Open] returns [ErrNoCgo]: the package
+// still builds, so the daemon (its only importer) vets and its cgo-free code
+// tests. native/ imports nothing of picometer's own (docs/ARCHITECTURE.md):
+// it reports its own [RequestStats] and [Snapshot], which the daemon turns
+// into wire events.
 package native

@@ -29,8 +29,6 @@ import (
 	"math"
 	"strconv"
 	"unsafe"
-
-	"github.com/picometer/picometer/schema"
 )
 
 // Engine is a loaded model with its slots, KV cache, waiting queue and
@@ -286,20 +284,11 @@ func (e *Engine) Load() (running, waiting int) {
 	return int(r), int(w)
 }
 
-// Snapshot writes the engine's cumulative MLC-LLM-style metrics and live
-// gauges into dst, and replaces dst.Steps with the step records since the
-// previous snapshot (clearing the ring). It leaves dst.EventsDropped alone:
-// that counter belongs to the daemon's emitter.
-//
-// Units and definitions: time sums are seconds. EngineDecodeTimeSum is all
-// time spent producing decode tokens — decode, draft and verify steps, as in
-// MLC-LLM — and EngineDraftTimeSum/EngineVerifyTimeSum are its speculative
-// parts. Decode/Draft/VerifyTimeByBatchSize are MLC's TimeCost: the first
-// step of each batch size is discarded as warm-up (as MLC does), so Count
-// is one less than the steps of that size that ran. Prompt and completion
-// token sums grow when a request finishes (aborted ones included); prefill
-// and decode token sums grow every step. dst's slices are reused.
-func (e *Engine) Snapshot(dst *schema.EngineBody) {
+// Snapshot writes the engine's cumulative metrics and live gauges into dst
+// (see [Snapshot] for units and definitions), and replaces dst.Steps with
+// the step records since the previous snapshot (clearing the ring). dst's
+// slices are reused.
+func (e *Engine) Snapshot(dst *Snapshot) {
 	if e.c == nil {
 		return
 	}
@@ -312,24 +301,19 @@ func (e *Engine) Snapshot(dst *schema.EngineBody) {
 	dst.EngineDecodeTimeSum = sec(m.decode_ns)
 	dst.EngineDraftTimeSum = sec(m.draft_ns)
 	dst.EngineVerifyTimeSum = sec(m.verify_ns)
-	dst.EngineJumpForwardTimeSum = 0
 	dst.PromptTokensSum = int64(m.prompt_tokens)
 	dst.CompletionTokensSum = int64(m.completion_tokens)
 	dst.PrefillTokensSum = int64(m.prefill_tokens)
 	dst.DecodeTokensSum = int64(m.decode_tokens)
-	dst.JumpForwardTokensSum = 0
-	dst.PrefillTokensPerS = rate(dst.PrefillTokensSum, dst.EnginePrefillTimeSum)
-	dst.DecodeTokensPerS = rate(dst.DecodeTokensSum, dst.EngineDecodeTimeSum)
-	dst.LastFinishedRequest = schema.MLCRequestMetrics{}
-	if m.has_last != 0 {
-		var s RequestStats
-		fillStats(&s, &m.last_finished)
-		s.EmitNS = nil
-		dst.LastFinishedRequest = mlcMetrics(&s)
+	dst.HasLastFinished = m.has_last != 0
+	dst.LastFinished = RequestStats{}
+	if dst.HasLastFinished {
+		fillStats(&dst.LastFinished, &m.last_finished)
+		dst.LastFinished.EmitNS = nil
 	}
 	if e.cfg.SpecK > 0 {
 		if dst.SpecDecode == nil {
-			dst.SpecDecode = &schema.SpecDecode{}
+			dst.SpecDecode = &SpecDecode{}
 		}
 		sd := dst.SpecDecode
 		sd.DraftCount, sd.AcceptCount = sd.DraftCount[:0], sd.AcceptCount[:0]
@@ -349,15 +333,12 @@ func (e *Engine) Snapshot(dst *schema.EngineBody) {
 	}
 	dst.Steps = dst.Steps[:0]
 	for _, r := range e.steps[:n] {
-		dst.Steps = append(dst.Steps, schema.StepRecord{
+		dst.Steps = append(dst.Steps, StepRecord{
 			Phase:      phaseName(r.phase),
 			BatchSize:  int(r.batch_size),
 			Tokens:     int(r.tokens),
 			DurationUS: int64(r.duration_ns) / 1000,
 		})
-	}
-	if dst.Steps == nil {
-		dst.Steps = []schema.StepRecord{}
 	}
 	dst.Preemptions = int64(m.preemptions)
 	dst.RequestsFinished = int64(m.requests_finished)
@@ -367,31 +348,20 @@ func (e *Engine) Snapshot(dst *schema.EngineBody) {
 	dst.Slots = int(m.slots)
 	dst.KVBlocksUsed = int(m.kv_blocks_used)
 	dst.KVBlocksTotal = int(m.kv_blocks_total)
-	dst.KVCacheUsage = 0
-	if m.kv_blocks_total > 0 {
-		dst.KVCacheUsage = float64(m.kv_blocks_used) / float64(m.kv_blocks_total)
-	}
 }
 
-func rate(tokens int64, seconds float64) float64 {
-	if tokens == 0 || seconds <= 0 {
-		return 0
-	}
-	return float64(tokens) / seconds
-}
+// The Go limits are the C ones (compile-time checks).
+var (
+	_ [C.PM_MAX_BATCH - MaxBatch]struct{}
+	_ [MaxBatch - C.PM_MAX_BATCH]struct{}
+	_ [C.PM_MAX_SPEC_K - MaxSpecK]struct{}
+	_ [MaxSpecK - C.PM_MAX_SPEC_K]struct{}
+)
 
-// mlcMetrics is a request's MLC-LLM RequestMetrics, computed by schema from
-// the same fields a request event carries.
-func mlcMetrics(s *RequestStats) schema.MLCRequestMetrics {
-	var b schema.RequestBody
-	s.Wire(&b)
-	return b.MLCMetrics()
-}
-
-func timeCosts(dst schema.TimeByBatchSize, src []C.pm_time_cost) schema.TimeByBatchSize {
+func timeCosts(dst []TimeCost, src []C.pm_time_cost) []TimeCost {
 	dst = dst[:0]
 	for _, c := range src {
-		dst = append(dst, schema.TimeCost{Count: int64(c.count), Sum: float64(c.sum_ns) / 1e9})
+		dst = append(dst, TimeCost{Count: int64(c.count), Sum: float64(c.sum_ns) / 1e9})
 	}
 	return dst
 }
@@ -399,13 +369,13 @@ func timeCosts(dst schema.TimeByBatchSize, src []C.pm_time_cost) schema.TimeByBa
 func phaseName(p C.int32_t) string {
 	switch p {
 	case C.PM_PHASE_PREFILL:
-		return schema.PhasePrefill
+		return PhasePrefill
 	case C.PM_PHASE_DECODE:
-		return schema.PhaseDecode
+		return PhaseDecode
 	case C.PM_PHASE_DRAFT:
-		return schema.PhaseDraft
+		return PhaseDraft
 	case C.PM_PHASE_VERIFY:
-		return schema.PhaseVerify
+		return PhaseVerify
 	}
 	return "unknown"
 }

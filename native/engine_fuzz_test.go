@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"testing"
-
-	"github.com/picometer/picometer/schema"
 )
 
 // FuzzEngine drives one engine with arbitrary configurations, prompts
@@ -149,7 +147,7 @@ func FuzzEngine(f *testing.F) {
 			}
 			check(outs)
 		}
-		var s schema.EngineBody
+		var s Snapshot
 		e.Snapshot(&s)
 		if s.Running != 0 || s.Waiting != 0 || s.KVBlocksUsed != 0 {
 			t.Fatalf("after all finished: running %d waiting %d blocks %d", s.Running, s.Waiting, s.KVBlocksUsed)

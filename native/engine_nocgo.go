@@ -2,8 +2,6 @@
 
 package native
 
-import "github.com/picometer/picometer/schema"
-
 // Engine is unavailable without cgo; see the cgo build for its contract.
 type Engine struct{}
 
@@ -29,7 +27,7 @@ func (e *Engine) Cancel(id ID) (*RequestStats, error) { return nil, ErrNoCgo }
 func (e *Engine) Load() (running, waiting int) { return 0, 0 }
 
 // Snapshot does nothing.
-func (e *Engine) Snapshot(dst *schema.EngineBody) {}
+func (e *Engine) Snapshot(dst *Snapshot) {}
 
 // Close does nothing.
 func (e *Engine) Close() error { return nil }

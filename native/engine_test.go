@@ -19,7 +19,6 @@ import (
 
 	"github.com/picometer/picometer/native/gguf/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
-	"github.com/picometer/picometer/schema"
 )
 
 var tiny struct {
@@ -276,14 +275,14 @@ func TestBatchingReferenceExact(t *testing.T) {
 				// The run must really have batched: a full batch of bmax
 				// decoding slots, drafts of several slots verified in one
 				// forward, and requests that waited for a slot (recycled).
-				var s schema.EngineBody
+				var s Snapshot
 				e.Snapshot(&s)
 				full, multiVerify := 0, 0
 				for _, st := range s.Steps {
-					if (st.Phase == schema.PhaseDecode || st.Phase == schema.PhaseVerify) && st.BatchSize == bmax {
+					if (st.Phase == PhaseDecode || st.Phase == PhaseVerify) && st.BatchSize == bmax {
 						full++
 					}
-					if st.Phase == schema.PhaseVerify && st.BatchSize > 1 {
+					if st.Phase == PhaseVerify && st.BatchSize > 1 {
 						multiVerify++
 					}
 				}
@@ -532,7 +531,7 @@ func TestCancel(t *testing.T) {
 	p := Params{MaxTokens: 100}
 	gauges := func(t *testing.T, running, waiting, blocks int) {
 		t.Helper()
-		var s schema.EngineBody
+		var s Snapshot
 		e.Snapshot(&s)
 		if s.Running != running || s.Waiting != waiting || s.KVBlocksUsed != blocks {
 			t.Fatalf("running %d, waiting %d, KV blocks used %d; want %d, %d, %d",
@@ -612,7 +611,7 @@ func TestCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var snap schema.EngineBody
+	var snap Snapshot
 	e.Snapshot(&snap)
 	if snap.KVBlocksUsed != 0 || snap.Running != 0 || snap.Waiting != 0 || snap.RequestsFinished != 4 {
 		t.Fatalf("after all cancels: %d blocks used, %d running, %d waiting, %d finished", snap.KVBlocksUsed, snap.Running, snap.Waiting, snap.RequestsFinished)
@@ -640,7 +639,7 @@ func TestPrefillChunking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s schema.EngineBody
+	var s Snapshot
 	e.Snapshot(&s) // drop a's prefill record
 	for step := 1; step <= chunks; step++ {
 		outs, err := e.Step()
@@ -661,7 +660,7 @@ func TestPrefillChunking(t *testing.T) {
 	e.Snapshot(&s)
 	prefilled, prefills := 0, 0
 	for _, st := range s.Steps {
-		if st.Phase != schema.PhasePrefill {
+		if st.Phase != PhasePrefill {
 			continue
 		}
 		prefills++
@@ -691,8 +690,8 @@ func TestMetricsConsistency(t *testing.T) {
 		}
 		reqs = append(reqs, &request{prompt: pr, p: p})
 	}
-	var steps []schema.StepRecord
-	var snap schema.EngineBody
+	var steps []StepRecord
+	var snap Snapshot
 	byID := map[ID]*request{}
 	for i, r := range reqs {
 		var err error
@@ -809,7 +808,7 @@ func TestMetricsConsistency(t *testing.T) {
 	counts := map[string][]int64{}
 	var prefillSteps, prefillRows int64
 	for _, s := range steps {
-		if s.Phase == schema.PhasePrefill {
+		if s.Phase == PhasePrefill {
 			prefillSteps++
 			prefillRows += int64(s.Tokens)
 			continue
@@ -827,14 +826,14 @@ func TestMetricsConsistency(t *testing.T) {
 	var seenSteps, recordedSteps int64
 	for bs := 1; bs <= e.Config().BMax; bs++ {
 		var dec, ver, dra int64
-		if counts[schema.PhaseDecode] != nil {
-			dec = counts[schema.PhaseDecode][bs]
+		if counts[PhaseDecode] != nil {
+			dec = counts[PhaseDecode][bs]
 		}
-		if counts[schema.PhaseVerify] != nil {
-			ver = counts[schema.PhaseVerify][bs]
+		if counts[PhaseVerify] != nil {
+			ver = counts[PhaseVerify][bs]
 		}
-		if counts[schema.PhaseDraft] != nil {
-			dra = counts[schema.PhaseDraft][bs]
+		if counts[PhaseDraft] != nil {
+			dra = counts[PhaseDraft][bs]
 		}
 		check(fmt.Sprintf("decode+verify steps at batch %d", bs), dec+ver, seenDecodeSteps[bs])
 		check(fmt.Sprintf("draft lookups at batch %d", bs), dra, seenDecodeSteps[bs])
@@ -845,10 +844,10 @@ func TestMetricsConsistency(t *testing.T) {
 	if seenDecodeSteps[1] == 0 || seenDecodeSteps[e.Config().BMax] == 0 {
 		t.Errorf("decode steps by batch size %v: want both batch 1 and a full batch", seenDecodeSteps)
 	}
-	for phase, tc := range map[string]schema.TimeByBatchSize{
-		schema.PhaseDecode: snap.DecodeTimeByBatchSize,
-		schema.PhaseDraft:  snap.DraftTimeByBatchSize,
-		schema.PhaseVerify: snap.VerifyTimeByBatchSize,
+	for phase, tc := range map[string][]TimeCost{
+		PhaseDecode: snap.DecodeTimeByBatchSize,
+		PhaseDraft:  snap.DraftTimeByBatchSize,
+		PhaseVerify: snap.VerifyTimeByBatchSize,
 	} {
 		ran := counts[phase]
 		if ran == nil {
@@ -871,8 +870,8 @@ func TestMetricsConsistency(t *testing.T) {
 	if snap.EngineDecodeTimeSum < snap.EngineDraftTimeSum+snap.EngineVerifyTimeSum {
 		t.Errorf("decode time %g < draft %g + verify %g", snap.EngineDecodeTimeSum, snap.EngineDraftTimeSum, snap.EngineVerifyTimeSum)
 	}
-	if snap.KVBlocksUsed != 0 || snap.KVCacheUsage != 0 {
-		t.Errorf("KV blocks still used: %d (%g)", snap.KVBlocksUsed, snap.KVCacheUsage)
+	if snap.KVBlocksUsed != 0 {
+		t.Errorf("KV blocks still used: %d", snap.KVBlocksUsed)
 	}
 }
 
@@ -899,7 +898,7 @@ func TestPreemption(t *testing.T) {
 				reqs = append(reqs, mk(i))
 			}
 			run(t, e, reqs, 0)
-			var snap schema.EngineBody
+			var snap Snapshot
 			e.Snapshot(&snap)
 			if snap.Preemptions == 0 {
 				t.Fatal("no request was preempted")
@@ -929,7 +928,7 @@ func TestSnapshot(t *testing.T) {
 	t.Run("TimeCost warm-up", func(t *testing.T) {
 		e := open(t, func(c *Config) { c.SpecK = 0 })
 		r := solo(t, e, prompt(1, 5), Params{MaxTokens: 10}) // 1 prefill + 9 decode steps at batch 1
-		var s schema.EngineBody
+		var s Snapshot
 		e.Snapshot(&s)
 		if got := s.DecodeTimeByBatchSize[1].Count; got != 8 {
 			t.Fatalf("decode count at batch 1: %d, want 9 steps - 1 warm-up", got)
@@ -937,32 +936,33 @@ func TestSnapshot(t *testing.T) {
 		if r.stats.DecodeTokens != 9 || s.DecodeTokensSum != 9 || s.SpecDecode != nil {
 			t.Fatalf("decode tokens %d / %d, spec %v", r.stats.DecodeTokens, s.DecodeTokensSum, s.SpecDecode)
 		}
-		if len(s.Steps) != 10 || s.Steps[0].Phase != schema.PhasePrefill || s.Steps[0].Tokens != 5 || s.Steps[1].Phase != schema.PhaseDecode {
+		if len(s.Steps) != 10 || s.Steps[0].Phase != PhasePrefill || s.Steps[0].Tokens != 5 || s.Steps[1].Phase != PhaseDecode {
 			t.Fatalf("steps %+v", s.Steps)
 		}
 		e.Snapshot(&s)
 		if len(s.Steps) != 0 {
 			t.Fatalf("second snapshot carries %d old steps", len(s.Steps))
 		}
-		m := s.LastFinishedRequest
-		if m.PromptTokens != 5 || m.CompletionTokens != 10 || m.DecodeTokens != 9 || m.TTFTS <= 0 || m.EndToEndLatencyS < m.TTFTS {
+		m := s.LastFinished
+		if !s.HasLastFinished || m.PromptTokens != 5 || m.CompletionTokens != 10 || m.DecodeTokens != 9 ||
+			m.FirstTokenNS <= m.ArrivalNS || m.FinishNS < m.FirstTokenNS || m.EmitNS != nil {
 			t.Fatalf("last finished request %+v", m)
 		}
-		if s.DecodeTokensPerS <= 0 || s.PrefillTokensPerS <= 0 {
-			t.Fatalf("rates %g %g", s.DecodeTokensPerS, s.PrefillTokensPerS)
+		if s.EngineDecodeTimeSum <= 0 || s.EnginePrefillTimeSum <= 0 {
+			t.Fatalf("time sums %g %g", s.EngineDecodeTimeSum, s.EnginePrefillTimeSum)
 		}
 	})
 	t.Run("recording off", func(t *testing.T) {
 		e := open(t, func(c *Config) { c.SpecK = 0 })
 		e.Submit(prompt(1, 5), Params{MaxTokens: 50})
 		e.Step()
-		var s schema.EngineBody
+		var s Snapshot
 		e.Snapshot(&s)
 		e.setNoMetrics(true)
 		for i := 0; i < 5; i++ {
 			e.Step()
 		}
-		var off schema.EngineBody
+		var off Snapshot
 		e.Snapshot(&off)
 		if len(off.Steps) != 0 || off.DecodeTokensSum != s.DecodeTokensSum || off.EngineDecodeTimeSum != s.EngineDecodeTimeSum {
 			t.Fatalf("recorded while off: %d steps, decode tokens %d -> %d", len(off.Steps), s.DecodeTokensSum, off.DecodeTokensSum)
@@ -977,7 +977,7 @@ func TestSnapshot(t *testing.T) {
 	t.Run("step ring overflow", func(t *testing.T) {
 		e := open(t, func(c *Config) { c.SpecK = 0; c.StepRing = 4 })
 		solo(t, e, prompt(1, 5), Params{MaxTokens: 10})
-		var s schema.EngineBody
+		var s Snapshot
 		e.Snapshot(&s)
 		if len(s.Steps) != 4 || s.StepsDropped != 6 {
 			t.Fatalf("%d steps carried, %d dropped; want 4 and 6", len(s.Steps), s.StepsDropped)
@@ -989,36 +989,11 @@ func TestSnapshot(t *testing.T) {
 			e.Submit(prompt(i, 20), Params{MaxTokens: 50})
 		}
 		e.Step()
-		var s schema.EngineBody
+		var s Snapshot
 		e.Snapshot(&s)
 		// two slots hold 20 prompt tokens + 1 = 3 blocks of 8 each
 		if s.Running != 2 || s.Waiting != 1 || s.Slots != 2 || s.KVBlocksTotal != 2*32 || s.KVBlocksUsed != 6 {
 			t.Fatalf("gauges: running %d waiting %d slots %d blocks %d/%d", s.Running, s.Waiting, s.Slots, s.KVBlocksUsed, s.KVBlocksTotal)
-		}
-		if want := 6.0 / 64; s.KVCacheUsage != want {
-			t.Fatalf("kv usage %g, want %g", s.KVCacheUsage, want)
-		}
-	})
-	t.Run("JSON", func(t *testing.T) {
-		e := open(t, func(c *Config) { c.SpecK = 4 })
-		solo(t, e, repetitive(0, 40), Params{MaxTokens: 40})
-		var s schema.EngineBody
-		e.Snapshot(&s)
-		b, err := schema.Append(nil, &schema.Engine{Header: schema.Header{V: schema.Version, Kind: schema.KindEngine, Boot: "b0", Seq: 1, TimeUnixNano: 1}, EngineBody: s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, key := range []string{`"spec_decode":{"draft_count":[`, `"count{batch_size=1}"`, `"steps":[{"phase":"prefill"`} {
-			if !strings.Contains(string(b), key) {
-				t.Errorf("snapshot JSON lacks %s:\n%s", key, b)
-			}
-		}
-		var ev schema.Event
-		if err := schema.Decode(b, &ev); err != nil {
-			t.Fatalf("the snapshot does not decode: %v\n%s", err, b)
-		}
-		if ev.DecodeTokensSum != s.DecodeTokensSum {
-			t.Fatal("decode_tokens_sum did not survive the round trip")
 		}
 	})
 }
@@ -1091,7 +1066,7 @@ func TestStepAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("Step allocates %g times", n)
 	}
-	var s schema.EngineBody
+	var s Snapshot
 	e.Snapshot(&s)
 	if n := testing.AllocsPerRun(20, func() {
 		e.Step()

@@ -2,6 +2,9 @@ package schema
 
 import "strconv"
 
+// This file: family_test.go covers it (closed value sets, the attributes of
+// every family).
+
 // Finish reasons of a request (the finish_reason attribute and the
 // finish_reason field of request events).
 const (

@@ -1,5 +1,8 @@
 package schema
 
+// This file: family_test.go covers it (bucket bounds, vLLM and OTel
+// supersets).
+
 // Bucket bounds (seconds unless stated). Histograms use explicit bounds on both
 // outputs: Prometheus "le" buckets and OTLP ExplicitBucketHistogram, never the
 // SDK defaults (which are meant for milliseconds).

@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
+
+// This file: events_test.go (goldens, every rejection reason) and
+// decode_fast_test.go (the Decoder against Decode, fuzzed) cover it.
 
 // DecodeError is the error [Decode] returns. Reason is one of
 // [DecodeReasons]; the sidecar counts rejected lines by it.
@@ -92,14 +98,25 @@ func (ev *Event) Validate() error {
 
 func invalid(format string, args ...any) error { return decodeErr(ReasonInvalidField, format, args...) }
 
+// MaxLabelBytes bounds the free-form values a hello carries into labels
+// (model, engine, daemon version): they become Prometheus label values and
+// OTel attributes on every series of the daemon.
+const MaxLabelBytes = 256
+
 func (b *HelloBody) validate() error {
+	for _, f := range []struct{ key, v string }{{"model", b.Model}, {"engine", b.Engine}, {"daemon", b.Daemon}} {
+		switch {
+		case f.v == "":
+			return invalid("%s: missing", f.key)
+		case len(f.v) > MaxLabelBytes:
+			return invalid("%s: %d bytes, more than %d", f.key, len(f.v), MaxLabelBytes)
+		case !utf8.ValidString(f.v):
+			return invalid("%s: %q is not valid UTF-8", f.key, f.v)
+		case strings.IndexFunc(f.v, unicode.IsControl) >= 0:
+			return invalid("%s: %q contains a control character", f.key, f.v)
+		}
+	}
 	switch {
-	case b.Model == "":
-		return invalid("model: missing")
-	case b.Engine == "":
-		return invalid("engine: missing")
-	case b.Daemon == "":
-		return invalid("daemon: missing")
 	case b.Config.BMax < 1 || b.Config.BMax > MaxBatch:
 		return invalid("config.b_max: %d not in 1..%d", b.Config.BMax, MaxBatch)
 	case b.Config.SpecK < 0 || b.Config.SpecK > MaxSpecK:

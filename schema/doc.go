@@ -8,8 +8,12 @@
 // with the standard OTLP→Prometheus translation, so a query returns the same
 // series whether Prometheus scraped the sidecar or the data arrived over OTLP.
 //
-// The package also defines the NDJSON events that the daemon writes to the
-// sidecar's socket ([Hello], [Request], [Engine]) and their decoder ([Decode]).
+// The package also owns the wire: the NDJSON events that the daemon writes
+// to the sidecar's socket ([Hello], [Request], [Engine]), their writer
+// ([Append]), their reader ([Decoder], with a fast path for request lines
+// in Append's form, beside Append because it depends on its key order; and
+// [Decode], the reference), and all their validation ([Event.Validate]).
+// No other package encodes or parses events.
 package schema
 
 //go:generate go run ./cmd/metricsdoc -o METRICS.md

@@ -46,7 +46,9 @@ type Hello struct {
 }
 
 // RequestBody is the payload of a request event: the raw facts of one finished
-// request (succeeded, aborted or failed). Durations are integer microseconds
+// request (succeeded, aborted or failed), nothing derived from them (the
+// sidecar derives; [RequestBody.MLCMetrics] derives MLC-LLM's view for the
+// daemon's own responses and snapshots). Durations are integer microseconds
 // on the daemon's monotonic clock, relative to the request's HTTP arrival;
 // -1 means the moment never came (e.g. no first token).
 type RequestBody struct {
@@ -72,9 +74,6 @@ type RequestBody struct {
 	// ITLUS holds one gap per engine step that emitted tokens for the request
 	// after its first token: microseconds since the previous emitting step.
 	ITLUS []int64 `json:"itl_us"`
-
-	// Metrics is the request in MLC-LLM's RequestMetrics shape.
-	Metrics MLCRequestMetrics `json:"metrics"`
 }
 
 // Request is the event a daemon sends once per finished request.

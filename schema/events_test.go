@@ -29,19 +29,16 @@ func exampleEvents() map[string]any {
 		DraftTokens: 6, AcceptedTokens: 3, FinishReason: FinishLength,
 		ITLUS: []int64{4100, 2900, 3000, 3500, 2500, 2000, 3000},
 	}}
-	ok.Metrics = ok.MLCMetrics()
 	abort := &Request{Header: hdr(KindRequest, 3), RequestBody: RequestBody{
 		ID: "chatcmpl-8", Operation: OpChat, Stream: true,
 		AdmittedUS: 80, FirstTokenUS: 7000, LastTokenUS: 10000, FinishUS: 10400,
 		PromptTokens: 30, PrefillTokens: 30, DecodeTokens: 2, CompletionTokens: 3,
 		FinishReason: FinishAbort, ErrorType: ErrCancelled, ITLUS: []int64{1500, 1500},
 	}}
-	abort.Metrics = abort.MLCMetrics()
 	failed := &Request{Header: hdr(KindRequest, 4), RequestBody: RequestBody{
 		ID: "cmpl-9", Operation: OpTextCompletion, AdmittedUS: -1, FirstTokenUS: -1, LastTokenUS: -1,
 		FinishUS: 35, FinishReason: FinishError, ErrorType: ErrInvalidRequest, ITLUS: []int64{},
 	}}
-	failed.Metrics = failed.MLCMetrics()
 	dec := make(TimeByBatchSize, 5)
 	dec[1] = TimeCost{Count: 40, Sum: 0.16}
 	dec[4] = TimeCost{Count: 10, Sum: 0.07}
@@ -50,7 +47,7 @@ func exampleEvents() map[string]any {
 	engine := &Engine{Header: hdr(KindEngine, 5), EngineBody: EngineBody{
 		EnginePrefillTimeSum: 0.25, EngineDecodeTimeSum: 0.23, PromptTokensSum: 42, CompletionTokensSum: 11,
 		PrefillTokensSum: 42, DecodeTokensSum: 9, PrefillTokensPerS: 168, DecodeTokensPerS: 39.130434782608695,
-		LastFinishedRequest:   abort.Metrics,
+		LastFinishedRequest:   abort.MLCMetrics(),
 		SpecDecode:            &SpecDecode{DraftCount: []int64{6, 5, 3, 1}, AcceptCount: []int64{3, 2, 1, 0}},
 		DecodeTimeByBatchSize: dec, DraftTimeByBatchSize: nil, VerifyTimeByBatchSize: ver,
 		EngineDraftTimeSum: 0.0004, EngineVerifyTimeSum: 0.06, RequestsFinished: 3,
@@ -147,23 +144,28 @@ func TestMLCShapes(t *testing.T) {
 	if l := sd["accept_len"].(map[string]any)["accept_len{step=1}"]; l != 0.5+0.4 {
 		t.Errorf("accept_len{step=1} = %v, want 0.9", l)
 	}
-	// MLC-LLM RequestMetrics keys, exactly.
-	rline, _ := os.ReadFile(filepath.Join(eventsDir, "request_length.ndjson"))
-	var req map[string]any
-	if err := json.Unmarshal(rline, &req); err != nil {
-		t.Fatal(err)
-	}
+	// MLC-LLM RequestMetrics keys, exactly, in the engine snapshot's
+	// last_finished_request (the abort example).
 	var keys []string
-	for k := range req["metrics"].(map[string]any) {
+	m := raw["last_finished_request"].(map[string]any)
+	for k := range m {
 		keys = append(keys, k)
 	}
 	want := "completion_tokens decode_tokens decode_tokens_per_s end_to_end_latency_s inter_token_latency_s jump_forward_tokens prefill_tokens prefill_tokens_per_s prompt_tokens ttft_s"
 	if got := strings.Join(sorted(keys), " "); got != want {
 		t.Errorf("MLC request metrics keys:\n got %s\nwant %s", got, want)
 	}
-	m := req["metrics"].(map[string]any)
-	if m["ttft_s"] != 0.0095 || m["end_to_end_latency_s"] != 0.03055 || m["inter_token_latency_s"] != 0.03055/8 {
+	if m["ttft_s"] != 0.007 || m["end_to_end_latency_s"] != 0.0104 || m["inter_token_latency_s"] != 0.0104/3 {
 		t.Errorf("MLC times: %v", m)
+	}
+	// A request event carries raw facts only: nothing derived.
+	rline, _ := os.ReadFile(filepath.Join(eventsDir, "request_length.ndjson"))
+	var req map[string]any
+	if err := json.Unmarshal(rline, &req); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := req["metrics"]; ok {
+		t.Errorf("a request event carries a derived metrics object: %s", rline)
 	}
 }
 

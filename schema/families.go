@@ -1,5 +1,8 @@
 package schema
 
+// This file: family_test.go and naming_test.go cover it (the table: names
+// derived, units, labels, buckets).
+
 // Family IDs. Code refers to families by these constants through [Lookup].
 const (
 	IDTTFT                 = "ttft"

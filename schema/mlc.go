@@ -8,6 +8,9 @@ import (
 	"strings"
 )
 
+// This file: events_test.go covers it (TestMLCShapes, TestMLCMetrics: MLC-LLM
+// keys and values worked out by hand).
+
 // TimeCost is MLC-LLM's TimeCost: the count and sum of step times for one
 // batch size, excluding the first sample, which MLC discards as warm-up (the
 // engine does the same, so count+1 steps ran when count > 0).

@@ -15,8 +15,8 @@ METRICS_ADDR=${PICOMETER_METRICS_LISTEN:-127.0.0.1:9464}
 PROM_ADDR=${PICOMETER_PROM_LISTEN:-127.0.0.1:9090}
 
 if [[ ! -x $DAEMON || ! -x $SIDECAR ]]; then
-	echo "run: picometerd and/or picometer-sidecar are not built yet (see the open issues); nothing to start."
-	exit 0
+	echo "run: $DAEMON or $SIDECAR is missing; \`make run\` builds them first (make build)." >&2
+	exit 1
 fi
 if [[ ! -f $MODEL ]]; then
 	echo "run: creating the default model at $MODEL (about 64 MiB, once)"

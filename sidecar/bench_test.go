@@ -29,7 +29,6 @@ func typicalRequest(boot string, seq uint64) *schema.Request {
 	r.LastTokenUS = r.FirstTokenUS + 63*4152
 	r.FinishUS = r.LastTokenUS + 50
 	r.FinishReason = schema.FinishLength
-	r.Metrics = r.MLCMetrics()
 	return r
 }
 
@@ -68,8 +67,8 @@ func seqTemplate(tb testing.TB, ev any, seq uint64) (prefix, suffix []byte) {
 // events/cpu-s (target ≥ 250,000), bare-events/cpu-s and their ratio
 // (target ≥ 0.5). events/s is the wall-clock rate, writer included;
 // B/op and allocs/op are the ingest path's. The ingest side decodes with
-// the connection's decoder (request lines take the fast path of
-// decode_request.go, which yields what schema.Decode yields); the bare side
+// the connection's decoder (request lines take schema.Decoder's fast path,
+// which yields what schema.Decode yields); the bare side
 // is goccy/go-json's Unmarshal, the baseline the issue names (schema.Decode
 // uses encoding/json, which keeps goccy out of the sidecar binary).
 // BenchmarkApply shows the two decoders and the apply path apart.
@@ -279,10 +278,10 @@ func BenchmarkApply(b *testing.B) {
 	}
 	b.Run("decode", func(b *testing.B) {
 		var e schema.Event
-		var d lineDecoder
+		var d schema.Decoder
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := d.decode(line, &e); err != nil {
+			if err := d.Decode(line, &e); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -314,15 +313,7 @@ func BenchmarkApply(b *testing.B) {
 		h := r.newHist(schema.IDInterTokenLatency, testNow, true)
 		for b.Loop() {
 			for _, v := range obs {
-				s := h.shadow // observe's shadow half, without the metrics.PrometheusHistogram call
-				bounds := h.fam.f.Buckets
-				i := 0
-				for i < len(bounds) && v > bounds[i] {
-					i++
-				}
-				s.counts[i]++
-				s.sum += v
-				s.count++
+				h.shadow.observe(h.fam.f.Buckets, v) // observe's shadow half, without the metrics.PrometheusHistogram call
 			}
 		}
 		b.ReportMetric(float64(len(obs)), "observations")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func TestLiveRSS(t *testing.T) {
 					t.Logf("the sidecar had counted %v of %d request events", total, daemons*events)
 				}
 			}()
-			waitWithin(t, time.Minute, func() bool {
+			waitWithin(t, 3*time.Minute, func() bool {
 				resp, err := http.Get("http://" + addr + "/metrics")
 				if err != nil {
 					return false
@@ -212,25 +213,41 @@ func TestBinaryFlags(t *testing.T) {
 	}
 	good := filepath.Join(configDir, "good.toml")
 	out, _, code := run(nil, "--config", good, "--check-config", "--listen", "127.0.0.1:1234")
-	if code != 0 || !strings.Contains(out, "configuration ok") || !strings.Contains(out, "listen           127.0.0.1:1234") ||
-		!strings.Contains(out, "otlp             grpc https://otel.example:4318/v1/metrics every 15s") {
+	if code != 0 || !strings.HasPrefix(out, "# picometer-sidecar: configuration OK\n") || !strings.Contains(out, "listen = \"127.0.0.1:1234\"") ||
+		!strings.Contains(out, "# otlp: grpc https://otel.example:4318/v1/metrics every 15s") {
 		t.Fatalf("--check-config good.toml: exit %d\n%s", code, out)
 	}
+	// What --check-config prints is TOML that reads back to the effective
+	// configuration (the flag included; headers are not shown).
+	printed := filepath.Join(t.TempDir(), "printed.toml")
+	if err := os.WriteFile(printed, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadConfig(printed)
+	want, _ := LoadConfig(good)
+	want.Listen, want.OTLP.Headers = "127.0.0.1:1234", nil
+	if err != nil || !reflect.DeepEqual(back, want) {
+		t.Fatalf("--check-config output reads back as %+v, %v; want %+v", back, err, want)
+	}
 	out, _, code = run(nil, "--check-config")
-	if code != 0 || !strings.Contains(out, "socket           /tmp/picometer.sock (mode 0660)") || !strings.Contains(out, "otlp             off") {
+	if code != 0 || !strings.Contains(out, "socket = \"/tmp/picometer.sock\"") || !strings.Contains(out, "socket_mode = \"0660\"") || !strings.Contains(out, "# otlp: off") {
 		t.Fatalf("--check-config defaults: exit %d\n%s", code, out)
 	}
 	bad := filepath.Join(configDir, "bad_unknown_key.toml")
 	_, stderr, code := run(nil, "--config", bad, "--check-config")
-	if want := "picometer-sidecar: " + bad + `: unknown key "otlp.endpiont"` + "\n"; code != 1 || stderr != want {
+	if want := "picometer-sidecar: config: " + bad + `: unknown key "otlp.endpiont"` + "\n"; code != 2 || stderr != want {
 		t.Fatalf("bad config: exit %d, stderr %q, want %q", code, stderr, want)
 	}
+	_, stderr, code = run(nil, "--check-config", "--listen", "metrics.example:9464")
+	if want := `picometer-sidecar: config: listen: host "metrics.example" is not an IP address or localhost` + "\n"; code != 2 || stderr != want {
+		t.Fatalf("bad flag: exit %d, stderr %q, want %q", code, stderr, want)
+	}
 	_, stderr, code = run([]string{"OTEL_EXPORTER_OTLP_PROTOCOL=http/json"}, "--check-config")
-	if want := `picometer-sidecar: OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" is not one of http/protobuf, grpc` + "\n"; code != 1 || stderr != want {
+	if want := `picometer-sidecar: config: OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" is not one of http/protobuf, grpc` + "\n"; code != 2 || stderr != want {
 		t.Fatalf("bad environment: exit %d, stderr %q", code, stderr)
 	}
 	out, _, code = run([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318", "OTEL_METRIC_EXPORT_INTERVAL=10000"}, "--check-config")
-	if code != 0 || !strings.Contains(out, "otlp             http/protobuf (from OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT) every 10s") {
+	if code != 0 || !strings.Contains(out, "# otlp: http/protobuf (from OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT) every 10s") {
 		t.Fatalf("--check-config with OTEL_* variables: exit %d\n%s", code, out)
 	}
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -12,15 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
-	"github.com/picometer/picometer/schema"
-
+	"github.com/picometer/picometer/internal/config"
 	"github.com/picometer/picometer/internal/logging"
+	"github.com/picometer/picometer/schema"
 )
 
 // Config is picometer-sidecar's configuration: a TOML file (decoded
-// strictly: an unknown key is an error), then flags, then [Config.Validate].
+// strictly: an unknown key is an error), then flags, then [Config.Validate],
+// read and printed as internal/config does it for both binaries.
 // The comment on each field states its default; [DefaultConfig] returns them.
 type Config struct {
 	// Socket is the unix stream socket daemons connect to.
@@ -39,7 +37,7 @@ type Config struct {
 	// ExpireAfter is how long the series of a daemon (model and engine) stay
 	// exported after its last connection closed; then they are removed.
 	// Default "5m".
-	ExpireAfter Duration `toml:"expire_after"`
+	ExpireAfter time.Duration `toml:"expire_after"`
 	// LogLevel is the least severe level logged: debug, info, warn or error.
 	// Rejected socket lines are logged at debug. Default "info".
 	LogLevel string `toml:"log_level"`
@@ -70,32 +68,15 @@ type OTLPConfig struct {
 	Protocol string `toml:"protocol"`
 	// Interval between exports. Default "" (then OTEL_METRIC_EXPORT_INTERVAL
 	// in milliseconds, then 60s).
-	Interval Duration `toml:"interval"`
+	Interval time.Duration `toml:"interval"`
 	// Timeout of one export. Default "" (then OTEL_METRIC_EXPORT_TIMEOUT in
 	// milliseconds, then 30s).
-	Timeout Duration `toml:"timeout"`
+	Timeout time.Duration `toml:"timeout"`
 	// Headers are sent with every export. Default none (then
 	// OTEL_EXPORTER_OTLP_METRICS_HEADERS / OTEL_EXPORTER_OTLP_HEADERS, read
 	// by the exporter).
 	Headers map[string]string `toml:"headers"`
 }
-
-// Duration is a time.Duration written in TOML as a string such as "90s" or
-// "5m" (a bare integer would be ambiguous).
-type Duration time.Duration
-
-// UnmarshalText parses a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (e.g. \"30s\", \"5m\")", b)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText formats d like time.Duration.String.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
 // DefaultConfig returns the configuration used when no file is given.
 func DefaultConfig() Config {
@@ -104,7 +85,7 @@ func DefaultConfig() Config {
 		SocketMode:     "0660",
 		Listen:         "127.0.0.1:9464",
 		MaxLineBytes:   1 << 20,
-		ExpireAfter:    Duration(5 * time.Minute),
+		ExpireAfter:    5 * time.Minute,
 		LogLevel:       "info",
 		MemoryLimitMiB: 8,
 	}
@@ -116,37 +97,13 @@ const (
 	maxLineBytes = 64 << 20 // the per-connection buffer grows up to this
 )
 
-// LoadConfig reads a TOML file over the defaults. Keys the Config does not
-// have are an error naming the first of them. Errors start with the path.
+// LoadConfig reads a TOML file over the defaults, strictly (config.Load):
+// keys the Config does not have are an error naming the first of them.
+// Errors start with the path.
 func LoadConfig(path string) (Config, error) {
 	cfg := DefaultConfig()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, err
-	}
-	if err := decodeConfig(string(data), &cfg); err != nil {
-		return cfg, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-// decodeConfig decodes TOML text into cfg strictly.
-func decodeConfig(text string, cfg *Config) error {
-	md, err := toml.Decode(text, cfg)
-	if err != nil {
-		var pe toml.ParseError
-		switch {
-		case errors.As(err, &pe) && pe.LastKey != "":
-			return fmt.Errorf("line %d (last key %q): %s", pe.Position.Line, pe.LastKey, pe.Message)
-		case errors.As(err, &pe):
-			return fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
-		}
-		return errors.New(strings.TrimPrefix(err.Error(), "toml: "))
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return fmt.Errorf("unknown key %q", und[0].String())
-	}
-	return nil
+	err := config.Load(path, &cfg)
+	return cfg, err
 }
 
 // Validate checks every field and returns the first problem, naming its key.
@@ -157,14 +114,14 @@ func (c *Config) Validate() error {
 	if _, err := c.SocketFileMode(); err != nil {
 		return err
 	}
-	if err := checkHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen: %w", err)
+	if err := config.CheckListen("listen", c.Listen); err != nil {
+		return err
 	}
 	if c.MaxLineBytes < minLineBytes || c.MaxLineBytes > maxLineBytes {
 		return fmt.Errorf("max_line_bytes: %d not in %d..%d", c.MaxLineBytes, minLineBytes, maxLineBytes)
 	}
 	if c.ExpireAfter <= 0 {
-		return fmt.Errorf("expire_after: must be positive, got %q", time.Duration(c.ExpireAfter).String())
+		return fmt.Errorf("expire_after: must be positive, got %q", c.ExpireAfter.String())
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return err
@@ -184,18 +141,6 @@ func (c *Config) SocketFileMode() (os.FileMode, error) {
 	return os.FileMode(m), nil
 }
 
-func checkHostPort(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("%q: port %q is not a number in 0..65535", addr, port)
-	}
-	_ = host // empty host = all interfaces, allowed when asked for explicitly
-	return nil
-}
-
 var protocols = []string{"http/protobuf", "grpc"}
 
 func (o *OTLPConfig) validate() error {
@@ -208,10 +153,10 @@ func (o *OTLPConfig) validate() error {
 		return fmt.Errorf("otlp.protocol: %q is not one of %s", o.Protocol, strings.Join(protocols, ", "))
 	}
 	if o.Interval < 0 {
-		return fmt.Errorf("otlp.interval: must be positive, got %q", time.Duration(o.Interval).String())
+		return fmt.Errorf("otlp.interval: must be positive, got %q", o.Interval.String())
 	}
 	if o.Timeout < 0 {
-		return fmt.Errorf("otlp.timeout: must be positive, got %q", time.Duration(o.Timeout).String())
+		return fmt.Errorf("otlp.timeout: must be positive, got %q", o.Timeout.String())
 	}
 	for k := range o.Headers {
 		if k == "" {
@@ -246,7 +191,7 @@ type OTLPSettings struct {
 func (c *Config) ResolveOTLP(getenv func(string) string) (OTLPSettings, error) {
 	o := c.OTLP
 	s := OTLPSettings{Endpoint: o.Endpoint, Protocol: o.Protocol, Headers: o.Headers,
-		Interval: time.Duration(o.Interval), Timeout: time.Duration(o.Timeout)}
+		Interval: o.Interval, Timeout: o.Timeout}
 	envEndpoint := ""
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		if v := getenv(k); v != "" {
@@ -312,24 +257,28 @@ func (c *Config) SlogLevel() slog.Level {
 	return l
 }
 
-// Describe prints the effective configuration, for --check-config.
+// Describe returns the effective configuration as a TOML document that
+// LoadConfig reads back to the same Config (OTLP headers aside: they are
+// counted, not shown, as they often carry credentials), followed by the
+// OTLP settings the OTEL_* variables resolve to, as comments. For
+// --check-config.
 func Describe(c Config, o OTLPSettings) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "configuration ok\n")
-	fmt.Fprintf(&b, "socket           %s (mode %s)\n", c.Socket, c.SocketMode)
-	fmt.Fprintf(&b, "listen           %s\n", c.Listen)
-	fmt.Fprintf(&b, "max_line_bytes   %d\n", c.MaxLineBytes)
-	fmt.Fprintf(&b, "expire_after     %s\n", time.Duration(c.ExpireAfter))
-	fmt.Fprintf(&b, "log_level        %s\n", c.LogLevel)
-	fmt.Fprintf(&b, "memory_limit_mib %d\n", c.MemoryLimitMiB)
+	if len(c.OTLP.Headers) > 0 {
+		fmt.Fprintf(&b, "# otlp.headers: %d set (not shown)\n", len(c.OTLP.Headers))
+	}
+	c.OTLP.Headers = nil
+	if err := config.Encode(&b, c); err != nil {
+		panic("BUG: the sidecar's Config does not encode as TOML: " + err.Error())
+	}
 	if !o.Enabled {
-		fmt.Fprintf(&b, "otlp             off (no endpoint in the config or OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT)\n")
+		fmt.Fprintf(&b, "\n# otlp: off (no endpoint in the config or OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT)\n")
 		return b.String()
 	}
 	endpoint := o.Endpoint
 	if endpoint == "" {
 		endpoint = "(from OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT)"
 	}
-	fmt.Fprintf(&b, "otlp             %s %s every %s (timeout %s)\n", o.Protocol, endpoint, o.Interval, o.Timeout)
+	fmt.Fprintf(&b, "\n# otlp: %s %s every %s (timeout %s)\n", o.Protocol, endpoint, o.Interval, o.Timeout)
 	return b.String()
 }

@@ -64,9 +64,9 @@ func TestConfigGoodValues(t *testing.T) {
 	}
 	want := Config{
 		Socket: "/run/picometer/events.sock", SocketMode: "0600", Listen: "0.0.0.0:19464",
-		MaxLineBytes: 65536, ExpireAfter: Duration(90 * time.Second), LogLevel: "debug", MemoryLimitMiB: 32,
+		MaxLineBytes: 65536, ExpireAfter: 90 * time.Second, LogLevel: "debug", MemoryLimitMiB: 32,
 		OTLP: OTLPConfig{Endpoint: "https://otel.example:4318/v1/metrics", Protocol: "grpc",
-			Interval: Duration(15 * time.Second), Timeout: Duration(5 * time.Second),
+			Interval: 15 * time.Second, Timeout: 5 * time.Second,
 			Headers: map[string]string{"authorization": "Bearer token"}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -142,10 +142,41 @@ func TestResolveOTLP(t *testing.T) {
 	// Interval and timeout in milliseconds.
 	f(OTLPConfig{}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5000", "OTEL_METRIC_EXPORT_TIMEOUT": "1500"},
 		with(func(s *OTLPSettings) { s.Interval, s.Timeout = 5*time.Second, 1500*time.Millisecond }), "")
-	f(OTLPConfig{Interval: Duration(2 * time.Second)}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5000"},
+	f(OTLPConfig{Interval: 2 * time.Second}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5000"},
 		with(func(s *OTLPSettings) { s.Interval = 2 * time.Second }), "")
 	f(OTLPConfig{}, map[string]string{"OTEL_METRIC_EXPORT_INTERVAL": "5s"}, def,
 		`OTEL_METRIC_EXPORT_INTERVAL: "5s" is not a positive number of milliseconds`)
 	f(OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, def,
 		`OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4317" is not an http:// or https:// URL`)
+}
+
+// TestDescribe: --check-config prints TOML that reads back to the same
+// configuration (OTLP headers aside: counted, not shown).
+func TestDescribe(t *testing.T) {
+	for _, name := range []string{"good.toml", "empty.toml"} {
+		c, err := LoadConfig(filepath.Join(configDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := c.ResolveOTLP(func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := Describe(c, o)
+		if strings.Contains(out, "Bearer") {
+			t.Errorf("%s: OTLP headers shown:\n%s", name, out)
+		}
+		path := filepath.Join(t.TempDir(), "back.toml")
+		if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		back, err := LoadConfig(path)
+		if err != nil {
+			t.Fatalf("%s: Describe's output does not read back: %v\n%s", name, err, out)
+		}
+		back.OTLP.Headers = c.OTLP.Headers
+		if !reflect.DeepEqual(back, c) {
+			t.Errorf("%s: read back\n%+v\nwant\n%+v\nfrom\n%s", name, back, c, out)
+		}
+	}
 }

@@ -4,11 +4,15 @@
 // /metrics (github.com/VictoriaMetrics/metrics) and over OTLP (the
 // OpenTelemetry Go SDK).
 //
-// One file per concern: config.go (TOML, flags, OTEL_* variables),
-// socket.go (listener, line limit, per-connection reader), decode.go (bytes
-// to a validated event), aggregate.go (per-daemon state and series),
-// prom.go (exposition), otlp.go (producer, exporters, resource), self.go
-// (self-metrics) and sidecar.go (wiring); cmd/picometer-sidecar is main.
+// One file per concern: config.go (TOML, flags, OTEL_* variables; the
+// shared rules are internal/config's), socket.go (listener, line limit,
+// per-connection reader, which decodes with schema.Decoder: the wire format
+// is schema/'s alone), aggregate.go (the aggregator and its connections),
+// target.go (targets and boots), apply_request.go and apply_engine.go
+// (applying the two kinds of events), expire.go (expiry), registry.go (the
+// series: their Prometheus exposition and their OTLP shadows), otlp.go
+// (producer, exporters, resource), self.go (self-metrics) and sidecar.go
+// (wiring); cmd/picometer-sidecar is main.
 //
 // # Input
 //
@@ -17,9 +21,9 @@
 // picometer_sidecar_decode_errors_total by its reason and skipped;
 // unsupported_version and line_too_long also close the connection.
 // Out-of-set label values are rejected (invalid_field), never new series.
-// Request lines in the form daemons write them take a fast path
-// (decode_request.go) that yields the same event as schema.Decode, which
-// decodes everything else; a differential fuzz test holds the two together.
+// Request lines in the form daemons write them take schema.Decoder's fast
+// path, which yields the same event as schema.Decode (a differential fuzz
+// test in schema/ holds the two together).
 //
 // # Series and exactness
 //

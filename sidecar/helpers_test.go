@@ -344,3 +344,10 @@ func (s *sim) engine(e schema.EngineBody) []byte {
 
 // skip loses n events on the way (the daemon numbered them, nobody got them).
 func (s *sim) skip(n uint64) { s.seq += n }
+
+// decodeLine decodes one line with a fresh schema.Decoder, as a new
+// connection does.
+func decodeLine(line []byte, ev *schema.Event) error {
+	var d schema.Decoder
+	return d.Decode(line, ev)
+}

@@ -218,7 +218,7 @@ func TestLiveVictoriaMetrics(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", service)
 	cfg := DefaultConfig()
 	cfg.OTLP.Endpoint = "http://" + vmAddr + "/opentelemetry/v1/metrics"
-	cfg.OTLP.Interval = Duration(time.Hour) // pushes are forced below
+	cfg.OTLP.Interval = time.Hour // pushes are forced below
 	s, addr := startSidecar(t, cfg, nil)
 	v := startVM(t, bin, vmAddr, addr)
 

@@ -151,25 +151,25 @@ func NewResource(ctx context.Context, socket string) (*resource.Resource, error)
 func NewExporter(ctx context.Context, s OTLPSettings) (sdkmetric.Exporter, error) {
 	switch s.Protocol {
 	case "grpc":
-		opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithTimeout(s.Timeout)}
-		if s.Endpoint != "" {
-			opts = append(opts, otlpmetricgrpc.WithEndpointURL(s.Endpoint))
-		}
-		if s.Headers != nil {
-			opts = append(opts, otlpmetricgrpc.WithHeaders(s.Headers))
-		}
-		return otlpmetricgrpc.New(ctx, opts...)
+		return otlpmetricgrpc.New(ctx, exporterOptions(s, otlpmetricgrpc.WithTimeout, otlpmetricgrpc.WithEndpointURL, otlpmetricgrpc.WithHeaders)...)
 	case "http/protobuf":
-		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithTimeout(s.Timeout)}
-		if s.Endpoint != "" {
-			opts = append(opts, otlpmetrichttp.WithEndpointURL(s.Endpoint))
-		}
-		if s.Headers != nil {
-			opts = append(opts, otlpmetrichttp.WithHeaders(s.Headers))
-		}
-		return otlpmetrichttp.New(ctx, opts...)
+		return otlpmetrichttp.New(ctx, exporterOptions(s, otlpmetrichttp.WithTimeout, otlpmetrichttp.WithEndpointURL, otlpmetrichttp.WithHeaders)...)
 	}
 	return nil, fmt.Errorf("otlp: protocol %q is not one of http/protobuf, grpc", s.Protocol)
+}
+
+// exporterOptions are the options of either exporter (each has its own
+// option type and constructors): the timeout, and the endpoint and headers
+// when set.
+func exporterOptions[O any](s OTLPSettings, timeout func(time.Duration) O, endpoint func(string) O, headers func(map[string]string) O) []O {
+	opts := []O{timeout(s.Timeout)}
+	if s.Endpoint != "" {
+		opts = append(opts, endpoint(s.Endpoint))
+	}
+	if s.Headers != nil {
+		opts = append(opts, headers(s.Headers))
+	}
+	return opts
 }
 
 // countingExporter counts failed exports in the self-metric and logs them,

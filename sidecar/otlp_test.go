@@ -293,7 +293,7 @@ func TestOTLPExportFailure(t *testing.T) {
 	rcv.setFail(true)
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)
-	s := otlpSidecar(t, OTLPConfig{Endpoint: srv.URL + "/v1/metrics", Timeout: Duration(5 * time.Second)}, nil)
+	s := otlpSidecar(t, OTLPConfig{Endpoint: srv.URL + "/v1/metrics", Timeout: 5 * time.Second}, nil)
 	for range 2 {
 		if err := s.FlushOTLP(t.Context()); err == nil {
 			t.Fatal("a refused export reported success")
@@ -321,7 +321,7 @@ func TestOTLPUnreachable(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	s := otlpSidecar(t, OTLPConfig{Endpoint: "http://" + addr + "/v1/metrics", Timeout: Duration(time.Second)}, nil)
+	s := otlpSidecar(t, OTLPConfig{Endpoint: "http://" + addr + "/v1/metrics", Timeout: time.Second}, nil)
 	if err := s.FlushOTLP(t.Context()); err == nil {
 		t.Fatal("export to a closed port succeeded")
 	}

@@ -6,6 +6,9 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
+// This file: socket_test.go and registry_test.go cover it (decode errors by
+// reason, connections, events by kind in the goldens).
+
 // selfMetrics are the sidecar's own series (schema source "sidecar") that
 // have no daemon labels: events applied by kind, rejected lines by reason,
 // open connections and failed OTLP exports. Every label value of their

@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// This file: binary_test.go and live_test.go cover it (the built binary, real
+// sockets, promtool, VictoriaMetrics).
+
 // Sidecar is picometer-sidecar: the daemons' socket, the aggregation,
 // Prometheus /metrics and, when an endpoint is configured, the OTLP push.
 type Sidecar struct {
@@ -54,7 +57,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 		return nil, err
 	}
 	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
-	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: time.Duration(cfg.ExpireAfter), Logger: opt.Logger})
+	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter, Logger: opt.Logger})
 	s.hist = newHistory(s.Agg)
 	if o.Enabled {
 		exp, err := NewExporter(ctx, o)
@@ -137,7 +140,7 @@ func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
 		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.log)
 		close(sockDone)
 	}()
-	tick := time.NewTicker(min(max(time.Duration(s.cfg.ExpireAfter)/4, time.Second), time.Minute))
+	tick := time.NewTicker(min(max(s.cfg.ExpireAfter/4, time.Second), time.Minute))
 	defer tick.Stop()
 	s.hist.sample(s.now())
 	histTick := time.NewTicker(HistoryStep) // the status page's rings

@@ -100,7 +100,7 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 	c := a.Connect()
 	defer c.Close()
 	lr := newLineReader(r, maxLine)
-	var dec lineDecoder
+	var dec schema.Decoder
 	var ev schema.Event
 	var st ConnStats
 	reads := -1
@@ -127,7 +127,7 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 			return st
 		}
 		st.Lines++
-		err = dec.decode(line, &ev)
+		err = dec.Decode(line, &ev)
 		if err == nil {
 			err = c.Apply(&ev)
 		}
@@ -227,4 +227,10 @@ func (lr *lineReader) fill() {
 	if err != nil {
 		lr.err = err
 	}
+}
+
+// closesConnection reports whether a line rejected for reason ends its
+// connection: the rest of an unversioned or unframed stream cannot be trusted.
+func closesConnection(reason string) bool {
+	return reason == schema.ReasonUnsupportedVersion || reason == schema.ReasonLineTooLong
 }

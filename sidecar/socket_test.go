@@ -337,3 +337,12 @@ func globT(tb testing.TB, pattern string) []string {
 	}
 	return m
 }
+
+func TestClosesConnection(t *testing.T) {
+	for _, r := range schema.DecodeReasons {
+		want := r == schema.ReasonUnsupportedVersion || r == schema.ReasonLineTooLong
+		if closesConnection(r) != want {
+			t.Errorf("closesConnection(%s) = %v", r, !want)
+		}
+	}
+}

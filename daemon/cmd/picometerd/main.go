@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/picometer/picometer/daemon"
+	"github.com/picometer/picometer/internal/config"
 )
 
 func main() {
@@ -49,22 +50,17 @@ func main() {
 		}
 	}
 	// Only flags given on the command line override the file.
-	flag.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "model":
-			cfg.Model = *model
-		case "listen":
-			cfg.Listen = *listen
-		case "metrics-socket":
+	config.Overrides(flag.CommandLine, map[string]func(){
+		"model":  func() { cfg.Model = *model },
+		"listen": func() { cfg.Listen = *listen },
+		"metrics-socket": func() {
 			cfg.Metrics.Socket = *socket
 			if *socket == "off" {
 				cfg.Metrics.Socket = ""
 			}
-		case "b-max":
-			cfg.Engine.BMax = *bMax
-		case "spec-k":
-			cfg.Engine.SpecK = *specK
-		}
+		},
+		"b-max":  func() { cfg.Engine.BMax = *bMax },
+		"spec-k": func() { cfg.Engine.SpecK = *specK },
 	})
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
@@ -89,7 +85,4 @@ func main() {
 	}
 }
 
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "picometerd: config: %v\n", err)
-	os.Exit(2)
-}
+func fail(err error) { config.Exit("picometerd", err) }

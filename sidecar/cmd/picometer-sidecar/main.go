@@ -3,6 +3,9 @@
 // is configured (config file or the standard OTEL_* variables), over OTLP.
 //
 //	picometer-sidecar [--config FILE] [--check-config] [--socket PATH] [--listen ADDR]
+//
+// Flags override the configuration file; the defaults they show are the
+// built-in ones. A configuration error exits with status 2.
 package main
 
 import (
@@ -16,38 +19,39 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/picometer/picometer/internal/config"
 	"github.com/picometer/picometer/sidecar"
 )
 
 func main() {
-	configPath := flag.String("config", "", "TOML configuration `file` (default: built-in defaults)")
-	check := flag.Bool("check-config", false, "validate the configuration (file, flags, OTEL_* variables), print it and exit")
-	socket := flag.String("socket", "", "unix socket `path` daemons connect to (overrides the config's socket)")
-	listen := flag.String("listen", "", "`address` of /metrics (overrides the config's listen)")
+	def := sidecar.DefaultConfig()
+	configPath := flag.String("config", "", "TOML configuration `file` (default: none; built-in defaults)")
+	check := flag.Bool("check-config", false, "validate the configuration (file, flags, OTEL_* variables), print it (TOML) and exit")
+	socket := flag.String("socket", def.Socket, "unix socket `path` daemons connect to; overrides socket")
+	listen := flag.String("listen", def.Listen, "`address` of /metrics; overrides listen")
 	flag.Parse()
 
-	cfg := sidecar.DefaultConfig()
+	cfg := def
 	if *configPath != "" {
 		var err error
 		if cfg, err = sidecar.LoadConfig(*configPath); err != nil {
-			fatal(err)
+			config.Exit(prog, err)
 		}
 	}
-	if *socket != "" {
-		cfg.Socket = *socket
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
+	// Only flags given on the command line override the file.
+	config.Overrides(flag.CommandLine, map[string]func(){
+		"socket": func() { cfg.Socket = *socket },
+		"listen": func() { cfg.Listen = *listen },
+	})
 	if err := cfg.Validate(); err != nil {
-		fatal(err)
+		config.Exit(prog, err)
 	}
 	otlp, err := cfg.ResolveOTLP(os.Getenv)
 	if err != nil {
-		fatal(err)
+		config.Exit(prog, err)
 	}
 	if *check {
-		fmt.Print(sidecar.Describe(cfg, otlp))
+		fmt.Print("# picometer-sidecar: configuration OK\n", sidecar.Describe(cfg, otlp))
 		return
 	}
 
@@ -64,7 +68,11 @@ func main() {
 	}
 }
 
+const prog = "picometer-sidecar"
+
+// fatal ends the program on a failure that is not the configuration's
+// (exit 1; configuration errors exit 2 through config.Exit).
 func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "picometer-sidecar:", err)
+	fmt.Fprintln(os.Stderr, prog+":", err)
 	os.Exit(1)
 }

@@ -18,6 +18,11 @@ import (
 // ContentType is the Content-Type of /metrics (Prometheus text format 0.0.4).
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
+// This file is the series registry: every exported series once, with its
+// Prometheus exposition and, when OTLP is on, its OTLP shadow (the bucket
+// counts metrics.PrometheusHistogram does not give back). registry_test.go
+// covers it (golden expositions, promtool, escaping).
+
 // registry is the Prometheus side of the aggregation: one metrics.Set per
 // schema family, written after that family's own "# HELP" and "# TYPE"
 // lines. (metrics.ExposeMetadata would write an empty HELP, which promtool
@@ -182,16 +187,25 @@ type histShadow struct {
 // ignores negative values and NaN (the decoder never produces them).
 func (h *histSeries) observe(v float64) {
 	h.prom.Update(v)
-	if s := h.shadow; s != nil && v >= 0 {
-		bounds := h.fam.f.Buckets
-		i := 0
-		for i < len(bounds) && v > bounds[i] {
-			i++
-		}
-		s.counts[i]++
-		s.sum += v
-		s.count++
+	if s := h.shadow; s != nil {
+		s.observe(h.fam.f.Buckets, v)
 	}
+}
+
+// observe records v in the shadow of a histogram with the given bounds: the
+// first bucket whose upper bound is >= v (Prometheus' le), or +Inf. Negative
+// values and NaN are ignored, as metrics.PrometheusHistogram does.
+func (s *histShadow) observe(bounds []float64, v float64) {
+	if !(v >= 0) {
+		return
+	}
+	i := 0
+	for i < len(bounds) && v > bounds[i] {
+		i++
+	}
+	s.counts[i]++
+	s.sum += v
+	s.count++
 }
 
 // observeMicros observes every duration of us (microseconds) in seconds, in
@@ -208,15 +222,7 @@ func (h *histSeries) observeMicros(us []int64) {
 	for _, x := range us {
 		v := seconds(x)
 		h.prom.Update(v)
-		if v >= 0 {
-			i := 0
-			for i < len(bounds) && v > bounds[i] {
-				i++
-			}
-			s.counts[i]++
-			s.sum += v
-			s.count++
-		}
+		s.observe(bounds, v)
 	}
 }
 
@@ -238,38 +244,41 @@ type gaugeSeries struct {
 	g *metrics.Gauge
 }
 
-func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+// register creates a series of family famID: build makes it from its
+// family and metadata, registering it in fam.set; then the family counts
+// it, so a scrape never writes a family's metadata before one of its series.
+func register[S any](r *registry, famID string, start time.Time, labels []label, build func(*family, seriesMeta) S) S {
 	fam := r.family(famID)
-	h := &histSeries{seriesMeta: newMeta(fam, start, labels)}
-	h.prom = fam.set.NewPrometheusHistogramExt(h.name, fam.f.Buckets)
-	if shadow {
-		h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
-	}
+	s := build(fam, newMeta(fam, start, labels))
 	fam.n.Add(1)
-	return h
+	return s
+}
+
+func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *histSeries {
+		h := &histSeries{seriesMeta: m, prom: fam.set.NewPrometheusHistogramExt(m.name, fam.f.Buckets)}
+		if shadow {
+			h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
+		}
+		return h
+	})
 }
 
 func (r *registry) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
-	fam := r.family(famID)
-	c := &counterSeries{seriesMeta: newMeta(fam, start, labels)}
-	c.c = fam.set.NewCounter(c.name)
-	fam.n.Add(1)
-	return c
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *counterSeries {
+		return &counterSeries{seriesMeta: m, c: fam.set.NewCounter(m.name)}
+	})
 }
 
 func (r *registry) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
-	fam := r.family(famID)
-	c := &floatCounterSeries{seriesMeta: newMeta(fam, start, labels)}
-	c.c = fam.set.NewFloatCounter(c.name)
-	fam.n.Add(1)
-	return c
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *floatCounterSeries {
+		return &floatCounterSeries{seriesMeta: m, c: fam.set.NewFloatCounter(m.name)}
+	})
 }
 
 // newGauge registers a gauge; f, if not nil, computes its value on read.
 func (r *registry) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
-	fam := r.family(famID)
-	g := &gaugeSeries{seriesMeta: newMeta(fam, start, labels)}
-	g.g = fam.set.NewGauge(g.name, f)
-	fam.n.Add(1)
-	return g
+	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *gaugeSeries {
+		return &gaugeSeries{seriesMeta: m, g: fam.set.NewGauge(m.name, f)}
+	})
 }

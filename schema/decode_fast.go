@@ -1,43 +1,53 @@
-package sidecar
+package schema
 
 import (
 	"math"
-	"strconv"
 	"unsafe"
-
-	"github.com/picometer/picometer/schema"
 )
 
 // A request event is most of what a sidecar reads (one per finished request,
-// against one engine snapshot a second), and decoding it with
-// [schema.Decode] costs about as much as every other step of ingesting it
-// together. requestDecoder reads request lines of the exact form daemons
-// write ([schema.Append]: compact JSON, the schema's keys each at most once,
-// ASCII strings without escapes, plain numbers) in one pass without
-// reflection, and gives up on anything else, which [schema.Decode] then
-// decodes. The fast path is an optimisation, never a second dialect: for every
-// line it accepts, schema.Decode yields the same Event (a differential fuzz
-// test holds it to that), and the Event is validated by the same
-// [schema.Event.Validate].
+// against one engine snapshot a second), and decoding it with [Decode]
+// costs about as much as every other step of ingesting it together. The
+// fast path of [Decoder] reads request lines of the exact form [Append]
+// writes (compact JSON, the keys of Header and RequestBody each at most
+// once and in their declared order, ASCII strings without escapes, plain
+// integers) in one pass without reflection, and gives up on anything else,
+// which [Decode] then decodes. It lives beside Append because it depends on
+// Append's key order: reorder a field of Header or RequestBody and
+// TestDecoderTakesAppendedRequests fails. The fast path is an
+// optimisation, never a second dialect: for every line it accepts, Decode
+// yields the same Event (FuzzDecoder holds it to that), and the Event is
+// validated by the same [Event.Validate].
 
-// requestDecoder is the per-connection state of the fast path: the boot id
-// of the last line, reused while the lines repeat it (a connection carries
-// one boot), and the buffer that holds the request id, so that decoding a
+// Decoder decodes the lines of one stream (one daemon connection): the
+// single entry point a reader of events calls. Its state is the boot id of
+// the last line, reused while the lines repeat it (a connection carries one
+// boot), and the buffer that holds the request id, so that decoding a
 // request allocates nothing. Ingest then makes no garbage, which matters
 // under the sidecar's small memory limit: a 32-byte id per event kept the
 // garbage collector running all the time (370 cycles and 16% of the CPU for
 // 8 daemons × 40,000 events, against 135 and 5% without).
 //
 // ev.ID therefore aliases the decoder's buffer: like ev's slices, it is
-// valid until the next line is decoded, and must be copied to be kept
-// (nothing in the sidecar keeps it).
-type requestDecoder struct {
+// valid until the next line is decoded, and must be copied to be kept.
+// The zero Decoder is ready to use.
+type Decoder struct {
 	boot string
 	id   []byte
 }
 
-// requestKeys are a request's keys in the order daemons write them (the
-// order of schema.Header and schema.RequestBody), with their quotes and
+// Decode decodes one line (without its newline) into ev, which is reset and
+// reused, and validates it, with the result and errors of [Decode]. It
+// never panics.
+func (d *Decoder) Decode(line []byte, ev *Event) error {
+	if d.fast(line, ev) {
+		return ev.Validate()
+	}
+	return Decode(line, ev)
+}
+
+// requestKeys are a request's keys in the order Append writes them (the
+// order of Header and RequestBody), with their quotes and
 // colon: the decoder expects the next one and looks a key up only when
 // another comes.
 var requestKeys = [...]string{
@@ -46,7 +56,7 @@ var requestKeys = [...]string{
 	rkAdmitted: `"admitted_us":`, rkFirstToken: `"first_token_us":`, rkLastToken: `"last_token_us":`, rkFinish: `"finish_us":`,
 	rkPromptTokens: `"prompt_tokens":`, rkPrefillTokens: `"prefill_tokens":`, rkDecodeTokens: `"decode_tokens":`,
 	rkCompletionTokens: `"completion_tokens":`, rkDraftTokens: `"draft_tokens":`, rkAcceptedTokens: `"accepted_tokens":`,
-	rkFinishReason: `"finish_reason":`, rkErrorType: `"error_type":`, rkITL: `"itl_us":`, rkMetrics: `"metrics":`,
+	rkFinishReason: `"finish_reason":`, rkErrorType: `"error_type":`, rkITL: `"itl_us":`,
 }
 
 const (
@@ -71,40 +81,17 @@ const (
 	rkFinishReason
 	rkErrorType
 	rkITL
-	rkMetrics
 )
 
-// mlcKeys are the keys of a request's "metrics" object, in the order of
-// schema.MLCRequestMetrics.
-var mlcKeys = [...]string{
-	mkPromptTokens: `"prompt_tokens":`, mkCompletionTokens: `"completion_tokens":`, mkPrefillTokens: `"prefill_tokens":`,
-	mkDecodeTokens: `"decode_tokens":`, mkJumpForwardTokens: `"jump_forward_tokens":`,
-	mkPrefillTokensPerS: `"prefill_tokens_per_s":`, mkDecodeTokensPerS: `"decode_tokens_per_s":`,
-	mkEndToEnd: `"end_to_end_latency_s":`, mkTTFT: `"ttft_s":`, mkITL: `"inter_token_latency_s":`,
-}
-
-const (
-	mkPromptTokens = iota
-	mkCompletionTokens
-	mkPrefillTokens
-	mkDecodeTokens
-	mkJumpForwardTokens
-	mkPrefillTokensPerS
-	mkDecodeTokensPerS
-	mkEndToEnd
-	mkTTFT
-	mkITL
-)
-
-// decode decodes line into ev if it is a request event the fast path reads,
+// fast decodes line into ev if it is a request event the fast path reads,
 // and reports whether it did. When it returns false, ev holds anything and
-// the caller decodes the line with schema.Decode, which resets ev.
-func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
+// the caller decodes the line with Decode, which resets ev.
+func (d *Decoder) fast(line []byte, ev *Event) bool {
 	b := line
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
 		return false
 	}
-	resetEvent(ev)
+	ev.reset()
 	i := 1
 	var seen uint32
 	k := 0 // the key expected next
@@ -112,8 +99,8 @@ func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
 		k, i = nextKey(b, i, requestKeys[:], k)
 		if i < 0 || seen&(1<<k) != 0 {
 			// Another event's key, a newer daemon's, one in another case
-			// (which encoding/json-style decoders match too) or a repeat
-			// (schema.Decode keeps the last value).
+			// (which encoding/json matches too) or a repeat (Decode keeps
+			// the last value).
 			return false
 		}
 		seen |= 1 << k
@@ -122,10 +109,10 @@ func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
 		case rkV:
 			ev.V, i = scanInt(b, i)
 		case rkKind:
-			if s, i = scanString(b, i); i < 0 || string(s) != schema.KindRequest {
-				return false // another kind: schema.Decode's business
+			if s, i = scanString(b, i); i < 0 || string(s) != KindRequest {
+				return false // another kind: Decode's business
 			}
-			ev.Kind = schema.KindRequest
+			ev.Kind = KindRequest
 		case rkBoot:
 			if s, i = scanString(b, i); i >= 0 {
 				if string(s) != d.boot {
@@ -143,7 +130,7 @@ func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
 				ev.ID = unsafe.String(unsafe.SliceData(d.id), len(d.id))
 			}
 		case rkOperation:
-			ev.Operation, i = scanClosed(b, i, schema.AttrOperation.Values)
+			ev.Operation, i = scanClosed(b, i, AttrOperation.Values)
 		case rkStream:
 			ev.Stream, i = scanBool(b, i)
 		case rkAdmitted:
@@ -167,13 +154,11 @@ func (d *requestDecoder) decode(line []byte, ev *schema.Event) bool {
 		case rkAcceptedTokens:
 			ev.AcceptedTokens, i = scanInt(b, i)
 		case rkFinishReason:
-			ev.FinishReason, i = scanClosed(b, i, schema.FinishReasons)
+			ev.FinishReason, i = scanClosed(b, i, FinishReasons)
 		case rkErrorType:
-			ev.ErrorType, i = scanClosed(b, i, schema.ErrorTypes)
+			ev.ErrorType, i = scanClosed(b, i, ErrorTypes)
 		case rkITL:
 			ev.ITLUS, i = scanInt64s(b, i, ev.ITLUS)
-		case rkMetrics:
-			i = scanMLC(b, i, &ev.Metrics)
 		}
 		if i < 0 || i >= len(b) {
 			return false
@@ -207,60 +192,6 @@ func nextKey(b []byte, i int, keys []string, want int) (int, int) {
 		}
 	}
 	return 0, -1
-}
-
-// scanMLC reads a request's "metrics" object.
-func scanMLC(b []byte, i int, m *schema.MLCRequestMetrics) int {
-	if i >= len(b) || b[i] != '{' {
-		return -1
-	}
-	i++
-	if i < len(b) && b[i] == '}' {
-		return i + 1
-	}
-	var seen uint32
-	k := 0
-	for {
-		k, i = nextKey(b, i, mlcKeys[:], k)
-		if i < 0 || seen&(1<<k) != 0 {
-			return -1
-		}
-		seen |= 1 << k
-		switch k {
-		case mkPromptTokens:
-			m.PromptTokens, i = scanInt64(b, i)
-		case mkCompletionTokens:
-			m.CompletionTokens, i = scanInt64(b, i)
-		case mkPrefillTokens:
-			m.PrefillTokens, i = scanInt64(b, i)
-		case mkDecodeTokens:
-			m.DecodeTokens, i = scanInt64(b, i)
-		case mkJumpForwardTokens:
-			m.JumpForwardTokens, i = scanInt64(b, i)
-		case mkPrefillTokensPerS:
-			m.PrefillTokensPerS, i = scanFloat(b, i)
-		case mkDecodeTokensPerS:
-			m.DecodeTokensPerS, i = scanFloat(b, i)
-		case mkEndToEnd:
-			m.EndToEndLatencyS, i = scanFloat(b, i)
-		case mkTTFT:
-			m.TTFTS, i = scanFloat(b, i)
-		case mkITL:
-			m.InterTokenLatencyS, i = scanFloat(b, i)
-		}
-		if i < 0 || i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i++
-			k++
-		case '}':
-			return i + 1
-		default:
-			return -1
-		}
-	}
 }
 
 // The scan functions read one value at b[i:] and return it with the
@@ -311,11 +242,10 @@ func scanBool(b []byte, i int) (bool, int) {
 	return false, -1
 }
 
-// scanDigits reads the digits of an integer ("0" or no leading zero) as a
-// uint64; a number above math.MaxUint64 is not read.
-func scanDigits(b []byte, i int) (uint64, int) {
-	start := i
-	var u uint64
+// digitRun reads the decimal digits at b[i:] into u (wrapping past 19
+// digits: callers check the length) and returns the position after them.
+// It is small enough to be inlined into both of its hot callers.
+func digitRun(b []byte, i int) (u uint64, end int) {
 	for ; i < len(b); i++ {
 		d := b[i] - '0'
 		if d > 9 {
@@ -323,6 +253,14 @@ func scanDigits(b []byte, i int) (uint64, int) {
 		}
 		u = u*10 + uint64(d)
 	}
+	return u, i
+}
+
+// scanDigits reads the digits of an integer ("0" or no leading zero) as a
+// uint64; a number above math.MaxUint64 is not read.
+func scanDigits(b []byte, i int) (uint64, int) {
+	start := i
+	u, i := digitRun(b, i)
 	switch n := i - start; {
 	case n == 0 || (n > 1 && b[start] == '0') || n > 20:
 		return 0, -1
@@ -365,7 +303,7 @@ func scanInt(b []byte, i int) (int, int) {
 }
 
 // scanInt64s reads an array of integers into dst[:0]. As with
-// schema.Decode, an empty array gives an empty, non-nil slice and null a nil
+// Decode, an empty array gives an empty, non-nil slice and null a nil
 // one (what a nil slice encodes to). Numbers of up to 18 digits (every ITL
 // gap) are read inline; longer ones by scanInt64.
 func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
@@ -389,15 +327,7 @@ func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
 		if neg {
 			i++
 		}
-		j := i
-		var u uint64
-		for ; j < len(b); j++ {
-			d := b[j] - '0'
-			if d > 9 {
-				break
-			}
-			u = u*10 + uint64(d)
-		}
+		u, j := digitRun(b, i)
 		var v int64
 		switch n := j - i; {
 		case n == 0 || (n > 1 && b[i] == '0'):
@@ -424,93 +354,4 @@ func scanInt64s(b []byte, i int, dst []int64) ([]int64, int) {
 			return dst, -1
 		}
 	}
-}
-
-// float64pow10 are the powers of ten a float64 holds exactly.
-var float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
-
-// scanFloat reads a JSON number as a float64, correctly rounded: a mantissa
-// of at most 2^53 times or divided by an exact power of ten up to 10^22 is
-// one IEEE operation (Clinger's fast path); anything else goes to
-// strconv.ParseFloat. A number out of the float64 range is not read.
-func scanFloat(b []byte, i int) (float64, int) {
-	start := i
-	neg := i < len(b) && b[i] == '-'
-	if neg {
-		i++
-	}
-	intStart := i
-	var mant uint64
-	for ; i < len(b) && b[i]-'0' <= 9; i++ {
-		mant = mant*10 + uint64(b[i]-'0')
-	}
-	nd := i - intStart // digits accumulated in mant
-	if nd == 0 || (nd > 1 && b[intStart] == '0') {
-		return 0, -1
-	}
-	exp := 0
-	if i < len(b) && b[i] == '.' {
-		i++
-		fracStart := i
-		for ; i < len(b) && b[i]-'0' <= 9; i++ {
-			mant = mant*10 + uint64(b[i]-'0')
-		}
-		if i == fracStart {
-			return 0, -1
-		}
-		exp = fracStart - i
-		nd -= exp
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			eneg = b[i] == '-'
-			i++
-		}
-		expStart := i
-		e := 0
-		for ; i < len(b) && b[i]-'0' <= 9; i++ {
-			if e < 10000 {
-				e = e*10 + int(b[i]-'0')
-			}
-		}
-		if i == expStart {
-			return 0, -1
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	if nd <= 19 && mant <= 1<<53 && exp >= -22 && exp <= 22 {
-		f := float64(mant)
-		if exp < 0 {
-			f /= float64pow10[-exp]
-		} else {
-			f *= float64pow10[exp]
-		}
-		if neg {
-			f = -f
-		}
-		return f, i
-	}
-	tok := b[start:i]
-	// ParseFloat does not keep its argument (its errors copy it).
-	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
-	if err != nil {
-		return 0, -1
-	}
-	return f, i
-}
-
-// resetEvent is schema.Decode's reset: ev is zeroed, its slices keep their
-// storage.
-func resetEvent(ev *schema.Event) {
-	itl, steps := ev.ITLUS[:0], ev.Steps[:0]
-	dec, dra, ver := ev.DecodeTimeByBatchSize[:0], ev.DraftTimeByBatchSize[:0], ev.VerifyTimeByBatchSize[:0]
-	*ev = schema.Event{}
-	ev.ITLUS, ev.Steps = itl, steps
-	ev.DecodeTimeByBatchSize, ev.DraftTimeByBatchSize, ev.VerifyTimeByBatchSize = dec, dra, ver
 }

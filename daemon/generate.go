@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"bufio"
+	"math/rand/v2"
+
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/schema"
+	"github.com/valyala/fasthttp"
+)
+
+// This file is generation: a completion or chat request from its body to
+// its answer (generate), fitted to the context (fitContext), and answered
+// whole or handed to the stream (respond). server_test.go, openai_test.go
+// and e2e_test.go cover it over real HTTP.
+
+// emitError sends the request event of a request that failed before the
+// engine saw it.
+func (d *Daemon) emitError(id, op string, stream bool, e *apiError, arrival int64) {
+	s := seq{id: id, op: op, stream: stream}
+	s.params.ArrivalNS = arrival
+	body := requestBody(&s, nil, schema.FinishError, e.Kind, d.clock())
+	d.sink.Request(&schema.Request{RequestBody: body})
+}
+
+func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
+	arrival := d.clock()
+	id := d.newID(op)
+	var r genRequest
+	var s *seq // once submitted, the loop sends its request event
+	defer func() {
+		if p := recover(); p != nil {
+			e := d.bug(ctx, p)
+			if s != nil {
+				d.loop.cancel(s, schema.ErrOther)
+			} else {
+				d.emitError(id, op, r.Stream, e, arrival)
+			}
+		}
+	}()
+	fail := func(e *apiError) {
+		e.write(ctx)
+		if e.Status == fasthttp.StatusMethodNotAllowed {
+			ctx.Response.Header.Set("Allow", "POST")
+		}
+		d.emitError(id, op, r.Stream, e, arrival)
+	}
+	if !ctx.IsPost() {
+		fail(errMethod(ctx.Method(), "POST"))
+		return
+	}
+	if e := d.auth(ctx); e != nil {
+		fail(e)
+		return
+	}
+	var e *apiError
+	if op == schema.OpChat {
+		e = decodeChatVocab(ctx.PostBody(), &r, d.codec.size)
+	} else {
+		e = decodeCompletionVocab(ctx.PostBody(), &r, d.codec.size)
+	}
+	if e == nil {
+		e = d.codec.prompt(&r)
+	}
+	if e != nil {
+		fail(e)
+		return
+	}
+	if r.Model != "" && r.Model != d.model {
+		fail(errModelNotFound(r.Model, d.model))
+		return
+	}
+	if e := d.fitContext(&r); e != nil {
+		fail(e)
+		return
+	}
+	if d.draining.Load() {
+		fail(errShuttingDown)
+		return
+	}
+	s = newSeq()
+	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
+	s.stop = newStopMatcher(r.Stop)
+	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
+		Seed: r.Seed, ArrivalNS: arrival}
+	if !r.HasSeed {
+		s.params.Seed = rand.Uint64()
+	}
+	if op == schema.OpChat {
+		s.params.StopTokens = d.codec.stops
+	}
+	s.deadline = arrival + int64(d.cfg.RequestTimeout)
+	if e := d.loop.submit(s); e != nil {
+		s = nil
+		fail(e)
+		return
+	}
+	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
+		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage}
+	if r.Stream {
+		ctx.SetStatusCode(fasthttp.StatusOK)
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.Response.Header.Set("X-Accel-Buffering", "no")
+		ctx.Response.ImmediateHeaderFlush = true
+		conn := ctx.Conn()
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
+		return
+	}
+	d.respond(ctx, s, &m)
+}
+
+// fitContext checks the prompt against the context and resolves max_tokens.
+// A prompt must leave room for one token. Like vLLM and OpenAI, an explicit
+// max_tokens that does not fit with the prompt is a 400, not clamped; when
+// max_tokens is absent it is 16 for completions (OpenAI's default) and the
+// whole room left for chat, in both cases clamped to the room left.
+func (d *Daemon) fitContext(r *genRequest) *apiError {
+	n := len(r.Prompt)
+	if n >= d.ctxLen {
+		return badRequest(r.PromptParam, "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, your %s resulted in %d tokens; at most %d leave room for one output token.",
+			d.ctxLen, r.PromptParam, n, d.ctxLen-1)
+	}
+	room := d.ctxLen - n
+	switch {
+	case r.MaxTokens == 0 && r.Op == schema.OpTextCompletion:
+		r.MaxTokens = min(16, room)
+	case r.MaxTokens == 0:
+		r.MaxTokens = room
+	case r.MaxTokens > room:
+		return badRequest(r.MaxTokensParam, "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			d.ctxLen, n+r.MaxTokens, n, r.PromptParam, r.MaxTokens, r.PromptParam)
+	}
+	return nil
+}
+
+// respond waits for a non-streamed request and writes its response. A
+// client that disconnects meanwhile cancels the request (see [waiter]).
+func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
+	var part, all outBuf
+	var res result
+	w := waiter{d: d, s: s, conn: ctx.Conn()}
+	defer w.stop()
+	for {
+		w.wait()
+		var done bool
+		done, res = s.take(&part)
+		all.text = append(all.text, part.text...)
+		all.toks = append(all.toks, part.toks...)
+		if done {
+			break
+		}
+	}
+	if res.err != nil {
+		res.err.write(ctx)
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(m.appendResponse(nil, all.text, all.toks, res.finish, &res.body))
+}

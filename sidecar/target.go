@@ -1,0 +1,312 @@
+package sidecar
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// This file holds targets and boots: a target is the series of one (model,
+// engine), a boot one daemon run that feeds it, with its sequence numbers,
+// its last cumulative snapshot and the gauges and info series that follow
+// the boots that speak. aggregate_test.go covers it.
+
+// MaxDeadBoots bounds the disconnected boots a live target remembers; older
+// ones are folded into the target's retired totals (if such a boot came back,
+// its counters would be counted twice).
+const MaxDeadBoots = 16
+
+type targetKey struct{ model, engine string }
+
+var (
+	nOps      = len(schema.AttrOperation.Values)
+	nFinish   = len(schema.FinishReasons)
+	nErrTypes = len(schema.ErrorTypes)
+	nPhases   = len(schema.AttrPhase.Values)
+	nKinds    = len(schema.AttrEventKind.Values)
+	nReasons  = len(schema.DecodeReasons)
+)
+
+// target is the state of one (model, engine): its boots and its series.
+type target struct {
+	a         *Aggregator
+	key       targetKey
+	base      []label      // model, engine
+	lastEvent atomic.Int64 // unix nanoseconds of the last event (sidecar clock)
+
+	mu        sync.Mutex // guards the fields below and the histogram shadows of series
+	series    []series
+	boots     map[string]*boot
+	order     []*boot // boots in arrival order: sums over them are deterministic
+	speak     []*boot // scratch of speaking
+	connected int
+	idleSince time.Time
+
+	lost    *counterSeries
+	age     *gaugeSeries
+	req     []reqSeries  // by operation
+	steps   []stepSeries // by phase
+	ints    [ecInts]*counterSeries
+	floats  [ecFloats]*floatCounterSeries
+	retInts [ecInts]int64 // folded totals of forgotten boots
+	retFlts [ecFloats]float64
+	gauges  [4]*gaugeSeries // running, waiting, kv usage, slots
+	info    map[infoKey]*gaugeSeries
+
+	// scratch for engine snapshots
+	newInts    [ecInts]int64
+	newFlts    [ecFloats]float64
+	newPresent [ecInts]bool
+}
+
+type reqSeries struct {
+	ttft, tpot, duration, itl, queue, prefill, decode, promptLen, genLen *histSeries
+	durationErr                                                          []*histSeries // by error type
+	promptTokens, genTokens                                              *counterSeries
+	finished                                                             []*counterSeries // by finish reason
+	failed                                                               []*counterSeries // by error type
+}
+
+type stepSeries struct{ duration, tokens, batchSize *histSeries }
+
+type infoKey struct {
+	bMax, contextLength, blockSize, specK int
+	version                               string
+}
+
+// boot is one run of a daemon.
+type boot struct {
+	id          string
+	t           *target
+	cfg         infoKey
+	lastSeq     uint64
+	conns       int
+	lastHello   uint64 // Aggregator.stamp of the last hello
+	hasSnap     bool
+	snapAt      uint64 // Aggregator.stamp of the last snapshot
+	running     int
+	waiting     int
+	slots       int
+	kvUsage     float64
+	kvUsed      int
+	kvTotal     int
+	ints        [ecInts]int64 // last snapshot's cumulative counters
+	flts        [ecFloats]float64
+	disconnects time.Time
+}
+
+func (a *Aggregator) newTarget(key targetKey) *target {
+	now := a.now()
+	t := &target{a: a, key: key, boots: map[string]*boot{}, info: map[infoKey]*gaugeSeries{},
+		base: []label{{schema.AttrModel, key.model}, {schema.AttrEngine, key.engine}},
+		req:  make([]reqSeries, nOps), steps: make([]stepSeries, nPhases), idleSince: now}
+	for i := range t.req {
+		t.req[i].durationErr = make([]*histSeries, nErrTypes)
+		t.req[i].finished = make([]*counterSeries, nFinish)
+		t.req[i].failed = make([]*counterSeries, nErrTypes)
+	}
+	t.lastEvent.Store(now.UnixNano())
+	t.lost = t.add(a.reg.newCounter(schema.IDSidecarEventsLost, now, t.base...)).(*counterSeries)
+	t.age = t.add(a.reg.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
+		return float64(a.now().UnixNano()-t.lastEvent.Load()) / 1e9
+	}, t.base...)).(*gaugeSeries)
+	t.startRequestSeries()
+	return t
+}
+
+// startRequestSeries creates the target's request series that every daemon
+// has, at zero, so that the first requests after a daemon connects show up
+// in rate() and increase() (a series born at its first observation has no
+// earlier sample to rise from). That is, for both operations: every request
+// histogram but the request duration of failures; the token counters;
+// requests_finished for every finish reason and requests_failed for every
+// error type. Per target that is 18 histograms and 34 counters (about 450
+// exposition lines). The request duration with error.type (22 histograms,
+// 550 lines) is left to the first failure of each kind: failure rates come
+// from requests_failed, which starts at zero.
+func (t *target) startRequestSeries() {
+	for op, name := range schema.AttrOperation.Values {
+		rs := &t.req[op]
+		opl := label{schema.AttrOperation, name}
+		for _, h := range []struct {
+			slot  **histSeries
+			famID string
+		}{
+			{&rs.ttft, schema.IDTTFT}, {&rs.tpot, schema.IDTimePerOutputToken}, {&rs.duration, schema.IDRequestDuration},
+			{&rs.itl, schema.IDInterTokenLatency}, {&rs.queue, schema.IDQueueDuration}, {&rs.prefill, schema.IDPrefillDuration},
+			{&rs.decode, schema.IDDecodeDuration}, {&rs.promptLen, schema.IDRequestPromptLength}, {&rs.genLen, schema.IDRequestGenLength},
+		} {
+			t.hist(h.slot, h.famID, opl)
+		}
+		t.counter(&rs.promptTokens, schema.IDPromptTokens, opl)
+		t.counter(&rs.genTokens, schema.IDGenerationTokens, opl)
+		for f, fr := range schema.FinishReasons {
+			t.counter(&rs.finished[f], schema.IDRequestsFinished, opl, label{schema.AttrFinishReason, fr})
+		}
+		for e, et := range schema.ErrorTypes {
+			t.counter(&rs.failed[e], schema.IDRequestsFailed, opl, label{schema.AttrErrorType, et})
+		}
+	}
+}
+
+func (t *target) add(s series) series {
+	t.series = append(t.series, s)
+	return s
+}
+
+func (t *target) drop(s series) {
+	s.unregister()
+	if i := slices.Index(t.series, s); i >= 0 {
+		t.series = slices.Delete(t.series, i, i+1)
+	}
+}
+
+func (t *target) labels(extra ...label) []label {
+	return append(append(make([]label, 0, len(t.base)+len(extra)), t.base...), extra...)
+}
+
+func (t *target) newHist(famID string, extra ...label) *histSeries {
+	return t.add(t.a.reg.newHist(famID, t.a.now(), t.a.shadow, t.labels(extra...)...)).(*histSeries)
+}
+
+func (t *target) newCounter(famID string, extra ...label) *counterSeries {
+	return t.add(t.a.reg.newCounter(famID, t.a.now(), t.labels(extra...)...)).(*counterSeries)
+}
+
+func (t *target) newGauge(famID string, extra ...label) *gaugeSeries {
+	return t.add(t.a.reg.newGauge(famID, t.a.now(), nil, t.labels(extra...)...)).(*gaugeSeries)
+}
+
+// sequence checks seq against the boot's last one: a repeat is stale_seq,
+// a gap adds the missing events to events_lost. The first event the sidecar
+// sees of a boot sets the baseline (what came before went to a previous
+// sidecar, or was counted by the daemon as dropped).
+func (t *target) sequence(b *boot, seq uint64) error {
+	if seq <= b.lastSeq {
+		return &schema.DecodeError{Reason: schema.ReasonStaleSeq,
+			Msg: fmt.Sprintf("seq %d of boot %q is not after %d", seq, b.id, b.lastSeq)}
+	}
+	if b.lastSeq != 0 && seq > b.lastSeq+1 {
+		t.lost.c.AddInt64(int64(seq - b.lastSeq - 1))
+	}
+	b.lastSeq = seq
+	return nil
+}
+
+func indexOf(values []string, v string) int {
+	for i, x := range values {
+		if x == v {
+			return i
+		}
+	}
+	panic("BUG: sidecar: value " + strconv.Quote(v) + " passed validation but is not in its set")
+}
+
+// hist returns *slot, creating the series on first use.
+func (t *target) hist(slot **histSeries, famID string, extra ...label) *histSeries {
+	if h := *slot; h != nil {
+		return h
+	}
+	*slot = t.newHist(famID, extra...)
+	return *slot
+}
+
+func (t *target) counter(slot **counterSeries, famID string, extra ...label) *counterSeries {
+	if c := *slot; c != nil {
+		return c
+	}
+	*slot = t.newCounter(famID, extra...)
+	return *slot
+}
+
+// Gauge indexes in target.gauges.
+var gaugeIDs = [4]string{schema.IDRequestsRunning, schema.IDRequestsWaiting, schema.IDKVCacheUsage, schema.IDSlots}
+
+// speaking returns the boots whose state the target's gauges and info show:
+// the connected ones, or when none is connected the one for which latest
+// says true against every other.
+func (t *target) speaking(ok func(*boot) bool, latest func(a, b *boot) bool) []*boot {
+	out := t.speak[:0]
+	var last *boot
+	for _, b := range t.order {
+		if !ok(b) {
+			continue
+		}
+		if b.conns > 0 {
+			out = append(out, b)
+		}
+		if last == nil || latest(b, last) {
+			last = b
+		}
+	}
+	if len(out) == 0 && last != nil {
+		out = append(out, last)
+	}
+	t.speak = out
+	return out
+}
+
+// refreshGauges recomputes running, waiting and slots (sums) and the
+// KV-cache usage (a single boot's own value; for several, used blocks over
+// total blocks).
+func (t *target) refreshGauges() {
+	bs := t.speaking(func(b *boot) bool { return b.hasSnap }, func(a, b *boot) bool { return a.snapAt > b.snapAt })
+	if len(bs) == 0 {
+		return
+	}
+	var v [4]float64
+	used, total := 0, 0
+	for _, b := range bs {
+		v[0] += float64(b.running)
+		v[1] += float64(b.waiting)
+		v[2] += b.kvUsage
+		v[3] += float64(b.slots)
+		used += b.kvUsed
+		total += b.kvTotal
+	}
+	if len(bs) > 1 {
+		if total > 0 {
+			v[2] = float64(used) / float64(total)
+		} else {
+			v[2] /= float64(len(bs))
+		}
+	}
+	for i, id := range gaugeIDs {
+		if t.gauges[i] == nil {
+			t.gauges[i] = t.newGauge(id)
+		}
+		t.gauges[i].g.Set(v[i])
+	}
+}
+
+// refreshInfo keeps one engine_info series per configuration of the
+// speaking boots.
+func (t *target) refreshInfo() {
+	bs := t.speaking(func(*boot) bool { return true }, func(a, b *boot) bool { return a.lastHello > b.lastHello })
+	want := make(map[infoKey]bool, len(bs))
+	for _, b := range bs {
+		want[b.cfg] = true
+	}
+	for k, s := range t.info {
+		if !want[k] {
+			t.drop(s)
+			delete(t.info, k)
+		}
+	}
+	for k := range want {
+		if t.info[k] != nil {
+			continue
+		}
+		g := t.newGauge(schema.IDEngineInfo,
+			label{schema.AttrBMax, strconv.Itoa(k.bMax)}, label{schema.AttrContextLength, strconv.Itoa(k.contextLength)},
+			label{schema.AttrBlockSize, strconv.Itoa(k.blockSize)}, label{schema.AttrSpecK, strconv.Itoa(k.specK)},
+			label{schema.AttrVersion, k.version})
+		g.g.Set(1)
+		t.info[k] = g
+	}
+}
