@@ -22,9 +22,9 @@ func F32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-func encF32(dst []byte, x []float32) { le.PutUint32(dst, math.Float32bits(x[0])) }
-func decF32(dst []float32, b []byte) { dst[0] = math.Float32frombits(le.Uint32(b)) }
-func encF16(dst []byte, x []float32) { le.PutUint16(dst, F32ToF16(x[0])) }
-func decF16(dst []float32, b []byte) { dst[0] = F16ToF32(le.Uint16(b)) }
+func encF32(dst []byte, x []float32)  { le.PutUint32(dst, math.Float32bits(x[0])) }
+func decF32(dst []float32, b []byte)  { dst[0] = math.Float32frombits(le.Uint32(b)) }
+func encF16(dst []byte, x []float32)  { le.PutUint16(dst, F32ToF16(x[0])) }
+func decF16(dst []float32, b []byte)  { dst[0] = F16ToF32(le.Uint16(b)) }
 func encBF16(dst []byte, x []float32) { le.PutUint16(dst, F32ToBF16(x[0])) }
 func decBF16(dst []float32, b []byte) { dst[0] = BF16ToF32(le.Uint16(b)) }
