@@ -3,6 +3,7 @@
 //
 //	go run ./native/cmd/mkmodel -preset tiny -o build/models/tiny.gguf
 //	go run ./native/cmd/mkmodel -preset default -o build/models/default.gguf
+//	go run ./native/cmd/mkmodel -preset default -type q4_k_m -o build/models/default-q4_k_m.gguf
 //
 // The same flags always give the same bytes. The file is written to a
 // temporary name and renamed, so a concurrent reader never sees half of it.
@@ -12,27 +13,32 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/picometer/picometer/native/gguf/modelgen"
 )
 
 func main() {
-	preset := flag.String("preset", "default", "model preset: default or tiny")
+	preset := flag.String("preset", "default", "model preset: default, tiny or tiny-k")
 	out := flag.String("o", "", "output file (required)")
 	seed := flag.Uint64("seed", 0, "weight seed (0 keeps the preset's seed)")
 	tied := flag.Bool("tied", false, "omit output.weight: the logits reuse token_embd")
-	f16 := flag.Bool("f16", false, "store matrices and embeddings as F16")
+	f16 := flag.Bool("f16", false, "store matrices and embeddings as F16 (the same as -type f16)")
+	typ := flag.String("type", "", "file type: "+strings.Join(modelgen.Types, "|")+" (default f32); quantized as llama.cpp's quantize would")
 	flag.Parse()
-	if err := run(*preset, *out, *seed, *tied, *f16); err != nil {
+	if err := run(*preset, *out, *seed, *tied, *f16, *typ); err != nil {
 		fmt.Fprintln(os.Stderr, "mkmodel:", err)
 		os.Exit(1)
 	}
 }
 
-func run(preset, out string, seed uint64, tied, f16 bool) error {
+func run(preset, out string, seed uint64, tied, f16 bool, typ string) error {
 	p, ok := modelgen.Lookup(preset)
 	if !ok {
-		return fmt.Errorf("-preset %q: want default or tiny", preset)
+		return fmt.Errorf("-preset %q: want default, tiny or tiny-k", preset)
+	}
+	if f16 && typ != "" && typ != "f16" {
+		return fmt.Errorf("-f16 and -type %s disagree", typ)
 	}
 	if out == "" {
 		return fmt.Errorf("-o FILE is required")
@@ -40,6 +46,9 @@ func run(preset, out string, seed uint64, tied, f16 bool) error {
 	if seed != 0 {
 		p.Seed = seed
 	}
-	p.Tied, p.F16 = tied, f16
+	p.Tied, p.F16, p.Type = tied, f16, typ
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("-type: %w", err)
+	}
 	return modelgen.Write(out, p)
 }

@@ -13,7 +13,7 @@ import (
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	if err := run("tiny", path, 0, false, false); err != nil {
+	if err := run("tiny", path, 0, false, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(dir, "want.gguf")
@@ -27,7 +27,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// -seed, -tied and -f16 reach the preset
-	if err := run("tiny", path, 9, true, true); err != nil {
+	if err := run("tiny", path, 9, true, true, ""); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.ReadFile(path)
@@ -41,13 +41,30 @@ func TestRun(t *testing.T) {
 
 	f2 := func(preset, out, want string) {
 		t.Helper()
-		if err := run(preset, out, 0, false, false); err == nil || err.Error() != want {
+		if err := run(preset, out, 0, false, false, ""); err == nil || err.Error() != want {
 			t.Errorf("run(%q, %q): %v, want %q", preset, out, err, want)
 		}
 	}
-	f2("huge", path, `-preset "huge": want default or tiny`)
+	f2("huge", path, `-preset "huge": want default, tiny or tiny-k`)
 	f2("tiny", "", "-o FILE is required")
-	if err := run("tiny", filepath.Join(dir, "missing", "x.gguf"), 0, false, false); err == nil {
+	if err := run("tiny", path, 0, false, true, "q8_0"); err == nil || err.Error() != "-f16 and -type q8_0 disagree" {
+		t.Errorf("-f16 -type q8_0: %v", err)
+	}
+	if err := run("tiny", path, 0, false, false, "q3_k"); err == nil ||
+		err.Error() != `-type: type "q3_k": want one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k` {
+		t.Errorf("-type q3_k: %v", err)
+	}
+	// -type reaches the preset: tiny-k in q4_k_m stores the matrices as Q4_K
+	if err := run("tiny-k", path, 0, false, false, "q4_k_m"); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = gguf.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if typ := f.Tensor("blk.0.attn_q.weight").Type; typ != gguf.Q4_K {
+		t.Errorf("-type q4_k_m: attn_q is %s", typ)
+	}
+	if err := run("tiny", filepath.Join(dir, "missing", "x.gguf"), 0, false, false, ""); err == nil {
 		t.Errorf("writing into a missing directory: no error")
 	}
 }

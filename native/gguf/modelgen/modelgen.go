@@ -34,7 +34,6 @@
 package modelgen
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -111,7 +110,11 @@ type Preset struct {
 	RopeTheta float32 // llama.rope.freq_base
 	Seed      uint64  // weight seed (picometer.seed)
 	Tied      bool    // no output.weight: the logits reuse token_embd
-	F16       bool    // matrices and embeddings as F16 (norms stay F32)
+	F16       bool    // matrices and embeddings as F16 (norms stay F32); Type "f16" says the same
+	// Type is the file type, one of Types ("f32", "f16", "q4_k_m", …;
+	// "" is f32, or f16 when F16 is set). Matrices are quantized as
+	// llama.cpp's quantize would store them (tensorType); 1-D tensors stay F32.
+	Type string
 }
 
 // Default is the model picometerd serves by default (about 64 MiB as F32).
@@ -123,13 +126,21 @@ var Default = Preset{Name: "picometer-default", Dim: 512, Layers: 6, Heads: 8, K
 var Tiny = Preset{Name: "picometer-tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2,
 	FFN: 172, Context: 256, RMSEps: 1e-5, RopeTheta: 10000, Seed: 1}
 
-// Lookup returns the preset called name ("default" or "tiny").
+// TinyK is the tiny model with rows of 256 (or a multiple): the shape
+// the per-type tests use, so every tensor of every file type is stored in
+// its own type, K-quants included, and no shape fallback applies.
+var TinyK = Preset{Name: "picometer-tiny-k", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2,
+	FFN: 512, Context: 256, RMSEps: 1e-5, RopeTheta: 10000, Seed: 1}
+
+// Lookup returns the preset called name ("default", "tiny" or "tiny-k").
 func Lookup(name string) (Preset, bool) {
 	switch name {
 	case "default":
 		return Default, true
 	case "tiny":
 		return Tiny, true
+	case "tiny-k":
+		return TinyK, true
 	}
 	return Preset{}, false
 }
@@ -157,7 +168,15 @@ func (p *Preset) Validate() error {
 	case !(p.RopeTheta > 0) || math.IsInf(float64(p.RopeTheta), 0):
 		return fmt.Errorf("rope theta %v is not positive and finite", p.RopeTheta)
 	}
-	return nil
+	_, err := p.fileType()
+	return err
+}
+
+func (p *Preset) fileType() (fileType, error) {
+	if p.Type == "" && p.F16 {
+		return lookupType("f16")
+	}
+	return lookupType(p.Type)
 }
 
 // Write generates p's model and writes it to path atomically (a reader
@@ -177,16 +196,13 @@ func Build(p Preset) (*gguf.File, error) {
 	}
 	headDim := p.Dim / p.Heads
 	kvDim := p.KVHeads * headDim
-	fileType := uint32(0) // LLAMA_FTYPE_ALL_F32
-	if p.F16 {
-		fileType = 1 // LLAMA_FTYPE_MOSTLY_F16
-	}
+	ft, _ := p.fileType() // Validate checked it
 	texts, types := Tokens()
 	f := &gguf.File{KV: []gguf.KV{
 		{Key: "general.architecture", Value: "llama"},
 		{Key: "general.name", Value: p.Name},
 		{Key: "general.description", Value: "deterministic random weights written by picometer's modelgen"},
-		{Key: "general.file_type", Value: fileType},
+		{Key: "general.file_type", Value: ft.ftype},
 		{Key: gguf.KeyAlignment, Value: uint32(gguf.DefaultAlignment)},
 		{Key: "picometer.seed", Value: p.Seed},
 		{Key: "llama.context_length", Value: uint32(p.Context)},
@@ -219,14 +235,23 @@ func Build(p Preset) (*gguf.File, error) {
 	// output. With 1/sqrt(n) the tiny model's greedy output fell into short
 	// cycles for 3 of 30 random prompts; with 2/sqrt(n) for none (128
 	// tokens each), with ~50 distinct tokens in the last 64.
+	layer := -1
+	add := func(name string, in, out int, std, mean float64) {
+		typ := gguf.F32
+		if out > 0 {
+			typ = ft.tensorType(name, layer, p.Layers, in, p.Tied)
+		}
+		f.Tensors = append(f.Tensors, tensor(p, name, in, out, std, mean, typ))
+	}
 	matrix := func(name string, in, out int, gain float64) {
-		f.Tensors = append(f.Tensors, tensor(p, name, in, out, gain/math.Sqrt(float64(in)), 0, p.F16))
+		add(name, in, out, gain/math.Sqrt(float64(in)), 0)
 	}
 	norm := func(name string) { // weights near 1 (uniform 0.9..1.1)
-		f.Tensors = append(f.Tensors, tensor(p, name, p.Dim, 0, 0.1/math.Sqrt(3), 1, false))
+		add(name, p.Dim, 0, 0.1/math.Sqrt(3), 1)
 	}
-	f.Tensors = append(f.Tensors, tensor(p, "token_embd.weight", p.Dim, VocabSize, 1, 0, p.F16))
+	add("token_embd.weight", p.Dim, VocabSize, 1, 0)
 	for l := 0; l < p.Layers; l++ {
+		layer = l
 		b := fmt.Sprintf("blk.%d.", l)
 		norm(b + "attn_norm.weight")
 		matrix(b+"attn_q.weight", p.Dim, p.Dim, 2)
@@ -238,6 +263,7 @@ func Build(p Preset) (*gguf.File, error) {
 		matrix(b+"ffn_up.weight", p.Dim, p.FFN, 1)
 		matrix(b+"ffn_down.weight", p.FFN, p.Dim, 1)
 	}
+	layer = -1
 	norm("output_norm.weight")
 	if !p.Tied {
 		matrix("output.weight", p.Dim, VocabSize, 1)
@@ -247,30 +273,34 @@ func Build(p Preset) (*gguf.File, error) {
 
 // tensor makes a tensor of shape [in] (out == 0) or [in, out] whose
 // elements are mean + uniform noise of standard deviation std, drawn from a
-// stream seeded by the preset's seed and the tensor's name.
-func tensor(p Preset, name string, in, out int, std, mean float64, f16 bool) gguf.Tensor {
+// stream seeded by the preset's seed and the tensor's name, stored as typ
+// (encoded row by row: no float32 copy of a whole model).
+func tensor(p Preset, name string, in, out int, std, mean float64, typ gguf.TensorType) gguf.Tensor {
 	dims := []uint64{uint64(in)}
-	n := in
+	rows := 1
 	if out > 0 {
 		dims = append(dims, uint64(out))
-		n *= out
+		rows = out
 	}
 	a := std * math.Sqrt(3) // uniform on [-a, a] has standard deviation a/sqrt(3)
 	rng := splitmix64{state: p.Seed ^ fnv64(name)}
-	typ, size := gguf.F32, 4
-	if f16 {
-		typ, size = gguf.F16, 2
+	size, err := typ.DataSize(dims)
+	if err != nil {
+		panic("BUG: modelgen: " + name + ": " + err.Error())
 	}
-	data := make([]byte, n*size) // written directly: no float32 copy of a 64 MiB model
-	for i := 0; i < n; i++ {
-		// float64(…) rounds the product: no fused multiply-add on any
-		// architecture, so the bytes are the same everywhere.
-		w := float32(mean + float64(a*(2*rng.float64()-1)))
-		if f16 {
-			binary.LittleEndian.PutUint16(data[2*i:], gguf.F32ToF16(w))
-		} else {
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(w))
+	data := make([]byte, 0, size)
+	row := make([]float32, in)
+	for r := 0; r < rows; r++ {
+		for i := range row {
+			// float64(…) rounds the product: no fused multiply-add on any
+			// architecture, so the bytes are the same everywhere.
+			row[i] = float32(mean + float64(a*(2*rng.float64()-1)))
 		}
+		b, err := gguf.Quantize(typ, row)
+		if err != nil {
+			panic("BUG: modelgen: " + name + ": " + err.Error())
+		}
+		data = append(data, b...)
 	}
 	return gguf.Tensor{Name: name, Dims: dims, Type: typ, Data: data}
 }
