@@ -71,24 +71,30 @@ typedef struct {
 	const float *w_gate;    /* [ffn_dim][dim] */
 	const float *w_up;      /* [ffn_dim][dim] */
 	const float *w_down;    /* [dim][ffn_dim] */
+	/* optional (NULL when the architecture or file has none) */
+	const float *bq;     /* [n_heads*head_dim] attn_q.bias */
+	const float *bk;     /* [n_kv_heads*head_dim] attn_k.bias */
+	const float *bv;     /* [n_kv_heads*head_dim] attn_v.bias */
+	const float *q_norm; /* [head_dim] attn_q_norm: RMSNorm of each query head (qwen3) */
+	const float *k_norm; /* [head_dim] attn_k_norm: RMSNorm of each key head (qwen3) */
 } pm_layer;
 
 typedef struct {
 	/* identity */
 	char name[PM_NAME_MAX]; /* general.name ("" if absent; cut to PM_NAME_MAX-1 bytes) */
-	char arch[32];          /* general.architecture, must be "llama" */
+	char arch[32];          /* general.architecture: "llama", "qwen2" or "qwen3" (arch.h) */
 
-	/* hyperparameters (llama.* keys) */
-	int dim;        /* llama.embedding_length */
-	int n_layers;   /* llama.block_count (<= PM_MAX_LAYERS) */
-	int n_heads;    /* llama.attention.head_count */
-	int n_kv_heads; /* llama.attention.head_count_kv (defaults to n_heads) */
-	int head_dim;   /* dim / n_heads */
-	int ffn_dim;    /* llama.feed_forward_length */
+	/* hyperparameters (<arch>.* keys; ARCH below is the architecture's name) */
+	int dim;        /* ARCH.embedding_length */
+	int n_layers;   /* ARCH.block_count (<= PM_MAX_LAYERS) */
+	int n_heads;    /* ARCH.attention.head_count */
+	int n_kv_heads; /* ARCH.attention.head_count_kv (defaults to n_heads) */
+	int head_dim;   /* ARCH.attention.key_length (= value_length; defaults to dim / n_heads) */
+	int ffn_dim;    /* ARCH.feed_forward_length */
 	int vocab;      /* rows of token_embd */
-	int ctx_len;    /* llama.context_length */
-	float rms_eps;  /* llama.attention.layer_norm_rms_epsilon (default 1e-5) */
-	float rope_theta; /* llama.rope.freq_base (default 10000) */
+	int ctx_len;    /* ARCH.context_length: the training context (the engine's is configured) */
+	float rms_eps;  /* ARCH.attention.layer_norm_rms_epsilon (default 1e-5) */
+	float rope_theta; /* ARCH.rope.freq_base (default 10000) */
 
 	/* tokenizer.ggml.* (ids are -1 when absent) */
 	int32_t bos_id, eos_id, pad_id;
@@ -116,6 +122,11 @@ typedef struct {
 	int n_file_tensors;   /* tensors in the file (the model uses 9*n_layers+2, +1 untied) */
 	uint32_t alignment;   /* general.alignment (default 32) */
 	int f16;              /* 1 when any weight was stored as F16 (converted to F32) */
+
+	/* architecture features (added after the fields above) */
+	int rope_type;          /* PM_ROPE_NORM or PM_ROPE_NEOX (arch.h), by architecture */
+	float rope_freq_scale;  /* 1 / ARCH.rope.scaling.factor (linear scaling), else 1 */
+	const float *rope_freqs; /* [head_dim/2] rope_freqs.weight (Llama 3 scaling), or NULL */
 } pm_model;
 
 /*

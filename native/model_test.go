@@ -390,7 +390,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing architecture", rebuild(func(f *gguf.File) { delKV(f, "general.architecture") }),
 			native.StatusModel, false, "missing key general.architecture"},
 		{"wrong architecture", rebuild(func(f *gguf.File) { setKV(f, "general.architecture", "gpt2") }),
-			native.StatusModel, false, `general.architecture: "gpt2" is not supported (want "llama")`},
+			native.StatusModel, false, `general.architecture: "gpt2" is not supported (want one of llama, qwen2, qwen3)`},
 		{"architecture not a string", rebuild(func(f *gguf.File) { setKV(f, "general.architecture", uint32(1)) }),
 			native.StatusModel, false, "general.architecture: type uint32, want string"},
 		{"integer key of wrong type", rebuild(func(f *gguf.File) { setKV(f, "llama.block_count", "2") }),

@@ -424,7 +424,7 @@ static void test_errors(void)
 	s = micro_spec(); s.q8 = 7;
 	expect("q8_0 tensor", &s, PM_ERR_MODEL, "tensor blk.0.ffn_gate.weight: type q8_0 is not supported (want f32 or f16)");
 	s = micro_spec(); s.arch = "gpt2";
-	expect("arch", &s, PM_ERR_MODEL, "general.architecture: \"gpt2\" is not supported (want \"llama\")");
+	expect("arch", &s, PM_ERR_MODEL, "general.architecture: \"gpt2\" is not supported (want one of llama, qwen2, qwen3)");
 	s = micro_spec(); s.arch = NULL;
 	expect("no arch", &s, PM_ERR_MODEL, "missing key general.architecture");
 	s = micro_spec(); s.no_layers = 1;
