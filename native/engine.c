@@ -240,7 +240,8 @@ static int check_model(pm_engine *e, const pm_model *m)
 	if ((int64_t)m->n_heads * m->head_dim > (1 << 24) || m->dim > (1 << 24) ||
 	    m->ffn_dim > (1 << 26) || m->vocab > (1 << 24) || m->ctx_len > (1 << 22))
 		return seterr(e, PM_ERR_MODEL, "model: dimensions too large for this engine");
-	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0) || !(m->rope_freq_scale > 0))
+	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0) || !(m->rope_freq_scale >= 0) ||
+	    isinf(m->rope_freq_scale))
 		return seterr(e, PM_ERR_MODEL, "model: bad rms_eps %g, rope_theta %g or rope_freq_scale %g",
 			      (double)m->rms_eps, (double)m->rope_theta, (double)m->rope_freq_scale);
 	if (m->rope_type != PM_ROPE_NORM && m->rope_type != PM_ROPE_NEOX)
@@ -262,8 +263,9 @@ static int check_model(pm_engine *e, const pm_model *m)
 /* RoPE tables for positions 0..ctx-1 (rope.h: base, linear scale, rope_freqs). */
 static void build_rope(pm_engine *e)
 {
-	pm_rope_table(e->rope_cos, e->rope_sin, e->ctx, e->hd, e->m->rope_theta,
-		      e->m->rope_freq_scale, e->m->rope_freqs);
+	float scale = e->m->rope_freq_scale ? e->m->rope_freq_scale : 1.0f;
+	pm_rope_table(e->rope_cos, e->rope_sin, e->ctx, e->hd, e->m->rope_theta, scale,
+		      e->m->rope_freqs);
 }
 
 static void rope(const pm_engine *e, float *v, int heads, int pos)

@@ -125,7 +125,7 @@ typedef struct {
 
 	/* architecture features (added after the fields above) */
 	int rope_type;          /* PM_ROPE_NORM or PM_ROPE_NEOX (arch.h), by architecture */
-	float rope_freq_scale;  /* 1 / ARCH.rope.scaling.factor (linear scaling), else 1 */
+	float rope_freq_scale;  /* 1 / ARCH.rope.scaling.factor (linear scaling), else 1 (0 means 1) */
 	const float *rope_freqs; /* [head_dim/2] rope_freqs.weight (Llama 3 scaling), or NULL */
 } pm_model;
 

@@ -580,6 +580,11 @@ func FuzzLoad(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(f16)
+	shape, err := seedShapeModel().Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(shape)
 	for _, n := range []int{0, 3, 8, 24, 40, 300, len(valid) / 2, len(valid) - 1} {
 		f.Add(valid[:n])
 	}

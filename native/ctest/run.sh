@@ -2,7 +2,8 @@
 # Builds every native/ctest/test_*.c together with the engine's C sources
 # under AddressSanitizer + UndefinedBehaviorSanitizer and runs it. Any
 # sanitizer finding fails the run (halt_on_error, no recovery). The tests get
-# the tiny model's path in PICOMETER_TINY_MODEL (regenerated each run).
+# the tiny model's path in PICOMETER_TINY_MODEL (regenerated each run) and
+# the tiny shape models' directory in PICOMETER_SHAPES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-gcc}
@@ -13,6 +14,12 @@ export PICOMETER_TINY_MODEL=${PICOMETER_TINY_MODEL:-$PWD/build/models/tiny.gguf}
 # leaves a stale file behind.
 mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
 go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
+# The tiny models with real-model shape features (test_shapes.c).
+export PICOMETER_SHAPES_DIR=$PWD/$out/shapes
+mkdir -p "$PICOMETER_SHAPES_DIR"
+for p in tiny-llama3 tiny-qwen2 tiny-qwen3; do
+	go run ./native/cmd/mkmodel -preset "$p" -o "$PICOMETER_SHAPES_DIR/$p.gguf"
+done
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 srcs=(native/*.c)

@@ -125,6 +125,10 @@ type Preset struct {
 	QKNorm     bool        // attn_q_norm / attn_k_norm, RMSNorm per head (qwen3 requires them)
 	RopeLinear float32     // ARCH.rope.scaling.type "linear" and .factor; 0: not written
 	Llama3Rope *Llama3Rope // Llama 3 rope scaling, written as the rope_freqs tensor; nil: none
+	// EmbedStd is the standard deviation of token_embd; 0 is 1. A tied
+	// model with unit embeddings mostly repeats its input token (a token's
+	// own row dominates its logits), so the tied shape presets use less.
+	EmbedStd float64
 }
 
 // Default is the model picometerd serves by default (about 64 MiB as F32).
@@ -197,8 +201,12 @@ func (p *Preset) fileType() (fileType, error) {
 
 // Write generates p's model and writes it to path atomically (a reader
 // never sees a partial file).
-func Write(path string, p Preset) error {
-	f, err := Build(p)
+func Write(path string, p Preset) error { return WriteProgress(path, p, nil) }
+
+// WriteProgress is Write that calls progress (when not nil) after each
+// tensor is generated with the weights generated so far and in total.
+func WriteProgress(path string, p Preset, progress func(done, total int64)) error {
+	f, err := build(p, progress)
 	if err != nil {
 		return err
 	}
@@ -206,7 +214,30 @@ func Write(path string, p Preset) error {
 }
 
 // Build generates p's model in memory.
-func Build(p Preset) (*gguf.File, error) {
+func Build(p Preset) (*gguf.File, error) { return build(p, nil) }
+
+// Weights is the number of weights p's model has.
+func (p *Preset) Weights() int64 {
+	hd, v := int64(p.headDim()), int64(p.vocab())
+	d, q, kv, ffn := int64(p.Dim), int64(p.Heads)*hd, int64(p.KVHeads)*hd, int64(p.FFN)
+	layer := 2*d + d*q + 2*d*kv + q*d + 3*d*ffn
+	if p.QKVBias {
+		layer += q + 2*kv
+	}
+	if p.QKNorm {
+		layer += 2 * hd
+	}
+	n := v*d + int64(p.Layers)*layer + d
+	if !p.Tied {
+		n += v * d
+	}
+	if p.Llama3Rope != nil {
+		n += hd / 2
+	}
+	return n
+}
+
+func build(p Preset, progress func(done, total int64)) (*gguf.File, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("modelgen: preset %s: %w", p.Name, err)
 	}
@@ -255,12 +286,17 @@ func Build(p Preset) (*gguf.File, error) {
 	// cycles for 3 of 30 random prompts; with 2/sqrt(n) for none (128
 	// tokens each), with ~50 distinct tokens in the last 64.
 	layer := -1
+	done, total := int64(0), p.Weights()
 	add := func(name string, in, out int, std, mean float64) {
 		typ := gguf.F32
 		if out > 0 {
 			typ = ft.tensorType(name, layer, p.Layers, in, p.Tied)
 		}
 		f.Tensors = append(f.Tensors, tensor(p, name, in, out, std, mean, typ))
+		done += int64(in) * int64(max(out, 1))
+		if progress != nil {
+			progress(done, total)
+		}
 	}
 	matrix := func(name string, in, out int, gain float64) {
 		add(name, in, out, gain/math.Sqrt(float64(in)), 0)
@@ -269,9 +305,15 @@ func Build(p Preset) (*gguf.File, error) {
 		add(name, p.Dim, 0, 0.1/math.Sqrt(3), 1)
 	}
 	// Biases are small next to the projections (std 0.2, the projections'
-	// outputs have about unit RMS); q/k norm weights are near 1 like norms.
+	// outputs have about unit RMS). q/k norm weights are near 2: heads of
+	// unit RMS would give attention scores of std ~1 and diffuse attention
+	// (greedy output then cycles); 2 restores the std ~4 of the q/k gain.
 	vector := func(name string, n int, std, mean float64) { add(name, n, 0, std, mean) }
-	add("token_embd.weight", p.Dim, vocab, 1, 0)
+	embedStd := p.EmbedStd
+	if embedStd == 0 {
+		embedStd = 1
+	}
+	add("token_embd.weight", p.Dim, vocab, embedStd, 0)
 	for l := 0; l < p.Layers; l++ {
 		layer = l
 		b := fmt.Sprintf("blk.%d.", l)
@@ -285,8 +327,8 @@ func Build(p Preset) (*gguf.File, error) {
 			vector(b+"attn_v.bias", kvDim, 0.2, 0)
 		}
 		if p.QKNorm {
-			vector(b+"attn_q_norm.weight", headDim, 0.1/math.Sqrt(3), 1)
-			vector(b+"attn_k_norm.weight", headDim, 0.1/math.Sqrt(3), 1)
+			vector(b+"attn_q_norm.weight", headDim, 0.2/math.Sqrt(3), 2)
+			vector(b+"attn_k_norm.weight", headDim, 0.2/math.Sqrt(3), 2)
 		}
 		matrix(b+"attn_output.weight", qDim, p.Dim, 1)
 		norm(b + "ffn_norm.weight")
@@ -301,6 +343,13 @@ func Build(p Preset) (*gguf.File, error) {
 	}
 	if p.Llama3Rope != nil {
 		f.Tensors = append(f.Tensors, ropeFreqsTensor(p.Llama3Rope.Factors(headDim, float64(p.RopeTheta))))
+		done += int64(headDim / 2)
+	}
+	if done != total {
+		panic(fmt.Sprintf("BUG: modelgen: generated %d weights, Weights says %d", done, total))
+	}
+	if progress != nil {
+		progress(done, total)
 	}
 	return f, nil
 }

@@ -17,25 +17,28 @@ import (
 // are random, and their vocabulary is picometer's byte vocabulary padded
 // with reserved tokens up to the real size, so the daemon's byte-level
 // tokenizer serves them (ids 0..263 mean what they mean in every preset).
+// The tied presets' embeddings have std 0.2 (EmbedStd): with unit
+// embeddings a random tied model repeats its input token; with 0.2 the tiny
+// tied models' greedy output has ~20 distinct tokens in 32.
 var (
 	// SmolLM2135M has the shape of HuggingFaceTB/SmolLM2-135M (about
 	// 0.54 GB as F32).
 	SmolLM2135M = Preset{Name: "picometer-smollm2-135m", Arch: "llama", Dim: 576, Layers: 30, Heads: 9,
 		KVHeads: 3, HeadDim: 64, FFN: 1536, Context: 8192, RMSEps: 1e-5, RopeTheta: 100000, Seed: 1,
-		Tied: true, Vocab: 49152}
+		Tied: true, Vocab: 49152, EmbedStd: 0.2}
 
 	// Qwen2505B has the shape of Qwen/Qwen2.5-0.5B: arch qwen2 with q/k/v
 	// biases, NEOX RoPE (about 2.0 GB as F32).
 	Qwen2505B = Preset{Name: "picometer-qwen2.5-0.5b", Arch: "qwen2", Dim: 896, Layers: 24, Heads: 14,
 		KVHeads: 2, HeadDim: 64, FFN: 4864, Context: 32768, RMSEps: 1e-6, RopeTheta: 1000000, Seed: 1,
-		Tied: true, Vocab: 151936, QKVBias: true}
+		Tied: true, Vocab: 151936, QKVBias: true, EmbedStd: 0.2}
 
 	// Llama321B has the shape of meta-llama/Llama-3.2-1B, with its Llama 3
 	// RoPE scaling (factor 32, low/high frequency factors 1 and 4, original
 	// context 8192) as the rope_freqs tensor (about 5.0 GB as F32).
 	Llama321B = Preset{Name: "picometer-llama-3.2-1b", Arch: "llama", Dim: 2048, Layers: 16, Heads: 32,
 		KVHeads: 8, HeadDim: 64, FFN: 8192, Context: 131072, RMSEps: 1e-5, RopeTheta: 500000, Seed: 1,
-		Tied: true, Vocab: 128256,
+		Tied: true, Vocab: 128256, EmbedStd: 0.2,
 		Llama3Rope: &Llama3Rope{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 8192}}
 
 	// TinyLlama3 is a test model with Llama 3.2's features: GQA 4:1, a head
@@ -45,7 +48,7 @@ var (
 	// the byte vocabulary.
 	TinyLlama3 = Preset{Name: "picometer-tiny-llama3", Arch: "llama", Dim: 64, Layers: 2, Heads: 4,
 		KVHeads: 1, HeadDim: 32, FFN: 172, Context: 8192, RMSEps: 1e-5, RopeTheta: 500000, Seed: 1,
-		Tied: true, Vocab: 300,
+		Tied: true, Vocab: 300, EmbedStd: 0.2,
 		Llama3Rope: &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 64}}
 
 	// TinyQwen2 is a test model with Qwen2's features: q/k/v biases, NEOX
@@ -60,7 +63,7 @@ var (
 	// tied embeddings.
 	TinyQwen3 = Preset{Name: "picometer-tiny-qwen3", Arch: "qwen3", Dim: 64, Layers: 2, Heads: 4,
 		KVHeads: 2, HeadDim: 32, FFN: 172, Context: 512, RMSEps: 1e-6, RopeTheta: 1000000, Seed: 1,
-		Tied: true, QKNorm: true}
+		Tied: true, QKNorm: true, EmbedStd: 0.2}
 )
 
 // shapes are the presets Lookup finds besides default, tiny and tiny-k.
