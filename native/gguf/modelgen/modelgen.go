@@ -373,11 +373,16 @@ func tensor(p Preset, name string, in, out int, std, mean float64, typ gguf.Tens
 	}
 	data := make([]byte, 0, size)
 	row := make([]float32, in)
+	vocabRows := name == "token_embd.weight" || name == "output.weight"
 	for r := 0; r < rows; r++ {
+		ar := a
+		if vocabRows && r >= VocabSize {
+			ar = a * reservedScale
+		}
 		for i := range row {
 			// float64(…) rounds the product: no fused multiply-add on any
 			// architecture, so the bytes are the same everywhere.
-			row[i] = float32(mean + float64(a*(2*rng.float64()-1)))
+			row[i] = float32(mean + float64(ar*(2*rng.float64()-1)))
 		}
 		b, err := gguf.Quantize(typ, row)
 		if err != nil {

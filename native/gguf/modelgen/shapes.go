@@ -186,6 +186,13 @@ func (p *Preset) shapeKV() []gguf.KV {
 	return kv
 }
 
+// reservedScale scales the token_embd and output rows of the reserved
+// tokens (ids from VocabSize on): their logits stay well below the byte
+// and control tokens', so a real-vocabulary preset served through the
+// byte-level tokenizer mostly generates bytes (text) rather than reserved
+// tokens, which have no text. The matmuls' cost is the same.
+const reservedScale = 1.0 / 8
+
 // tokenTypeUnused is llama.cpp's LLAMA_TOKEN_TYPE_UNUSED.
 const tokenTypeUnused = 5
 
