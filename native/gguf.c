@@ -9,10 +9,13 @@
  * message naming the problem. Nothing here exits, aborts or leaks.
  *
  * What the loader accepts beyond the format: general.architecture "llama",
- * the llama.* hyperparameters model.h lists (checked for range and
- * consistency), F32 or F16 weights of exactly the expected shapes (tensors
- * it does not use are validated as GGUF, then ignored), and optionally
- * tokenizer.ggml.tokens / *_token_id / tokenizer.chat_template.
+ * "qwen2" or "qwen3" (arch.h), the hyperparameters model.h lists under that
+ * architecture's key prefix (checked for range and consistency), RoPE
+ * scaling "none" or "linear" and an optional rope_freqs tensor, F32 or F16
+ * weights of exactly the expected shapes, with the biases and q/k norms the
+ * architecture has (tensors it does not use are validated as GGUF, then
+ * ignored), and optionally tokenizer.ggml.tokens / *_token_id /
+ * tokenizer.chat_template.
  *
  * Sections: errors · reader · owned memory · metadata · tensor infos ·
  * Llama model · API.

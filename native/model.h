@@ -5,7 +5,8 @@
  * Tensor layout: GGUF lists dimensions innermost first (ne[0] is contiguous).
  * A Llama linear weight with ne = [in, out] is therefore a row-major matrix
  * [out][in]: row r holds the weights of output r, contiguous over the input.
- * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0).
+ * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0)
+ * for llama, and (x[i], x[i+head_dim/2]) (NEOX) for qwen2/qwen3: rope_type.
  */
 #ifndef PM_MODEL_H
 #define PM_MODEL_H

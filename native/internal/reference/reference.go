@@ -1,4 +1,5 @@
-// Package reference is a plain Go Llama forward pass: the numerical oracle
+// Package reference is a plain Go Llama-family forward pass (architectures
+// llama, qwen2 and qwen3, as llama.cpp runs them): the numerical oracle
 // the C engine is checked against. It favours being obviously correct over
 // being fast (llama2.c's run.c, in float64): every activation is a float64,
 // every weight is read from the float32 (or widened F16) tensors of a GGUF
@@ -9,9 +10,14 @@
 //	x = token_embd[tok]
 //	for each layer:
 //	    h = rmsnorm(x) * attn_norm
-//	    q, k, v = Wq h, Wk h, Wv h        (GQA: n_kv_heads ≤ n_heads key/value heads)
-//	    rope(q), rope(k) at position pos  (adjacent pairs (x[2i], x[2i+1]) of each head,
-//	                                       angle pos·theta^(-2i/head_dim): ggml mode 0)
+//	    q, k, v = Wq h + bq, Wk h + bk, Wv h + bv
+//	                                      (GQA: n_kv_heads ≤ n_heads key/value heads of
+//	                                       head_dim = key_length; biases: qwen2, optional in llama)
+//	    q, k = rmsnorm(head) * q_norm, k_norm for each head   (qwen3 only)
+//	    rope(q), rope(k) at position pos  (pair i of each head turns by
+//	                                       pos·scale·theta^(-2i/head_dim)/rope_freqs[i];
+//	                                       pairs (x[2i], x[2i+1]) for llama (ggml mode 0),
+//	                                       (x[i], x[i+head_dim/2]) for qwen2/qwen3 (NEOX))
 //	    append k, v to the cache
 //	    for each head j: attend with query head j over key/value head j/(n_heads/n_kv_heads),
 //	        softmax(q·k_t / sqrt(head_dim)) over t = 0..pos
