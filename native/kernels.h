@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weights.h"
+
 typedef struct {
 	const char *name; /* "avx2" or "portable" */
 
@@ -55,5 +57,16 @@ int pm_cpu_has_avx2(void);
  * cannot run it.
  */
 const pm_kernels *pm_kernels_avx2(void);
+
+/*
+ * pm_matmul_w is matmul against a typed weight: out[r*ldo + m] = x[r] . row m
+ * of w for m in [m0, m1). Tiles of 4 rows of w are dequantized (dq) into
+ * scratch (4 * w->cols floats) and passed to k->matmul against every row of
+ * x, so each weight block is decoded once per tile whatever the batch, and
+ * a result is bitwise the F32 matmul of the dequantized weights: batch- and
+ * tile-invariant as matmul is. F32 weights are used directly.
+ */
+void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, const float *x,
+		 const pm_weight *w, int n, int m0, int m1, float *scratch);
 
 #endif
