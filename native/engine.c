@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels.h"
 
@@ -1275,7 +1276,8 @@ void pm_engine_config_default(pm_engine_config *c)
 	c->block_size = 16;
 	c->kv_blocks = 0;
 	c->max_waiting = 256;
-	c->threads = 1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* the online CPUs, 1..64 */
+	c->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int32_t)cpus;
 	c->step_ring = 4096;
 	c->kernel = PM_KERNEL_AUTO;
 }

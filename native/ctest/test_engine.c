@@ -375,6 +375,17 @@ static const pm_engine_metrics *metrics(pm_engine *e)
 	return m;
 }
 
+/* config_default is the engine's default configuration with the thread
+ * count run.sh passes in PICOMETER_TEST_THREADS (it runs every test with 1
+ * and with 2 threads); tests that need a count set it themselves. */
+static void config_default(pm_engine_config *c)
+{
+	pm_engine_config_default(c);
+	const char *t = getenv("PICOMETER_TEST_THREADS");
+	if (t && atoi(t) >= 1)
+		c->threads = atoi(t);
+}
+
 static pm_engine *new_engine(const pm_model *m, pm_engine_config *c)
 {
 	pm_engine *e = NULL;
@@ -387,7 +398,7 @@ static pm_engine *new_engine(const pm_model *m, pm_engine_config *c)
 static void test_forward_vs_naive(const test_model *t, int kernel)
 {
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.kernel = kernel;
 	c.prefill_chunk = 7; /* several forwards */
 	pm_engine *e = new_engine(&t->m, &c);
@@ -489,7 +500,7 @@ static void test_batching(const test_model *t, int bmax, int spec_k, int repetit
 	enum { N = 11 };
 	job alone[N], batched[N];
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.spec_k = 0;
 	c.b_max = 1;
 	pm_engine *e = new_engine(&t->m, &c);
@@ -549,7 +560,7 @@ static void test_preemption(const test_model *t)
 	enum { N = 6 };
 	job alone[N], batched[N];
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.b_max = 1;
 	c.spec_k = 0;
 	pm_engine *e = new_engine(&t->m, &c);
@@ -591,7 +602,7 @@ static void test_preemption(const test_model *t)
 static void test_cancel(const test_model *t)
 {
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.b_max = 2;
 	c.prefill_chunk = 4;
 	pm_engine *e = new_engine(&t->m, &c);
@@ -637,7 +648,7 @@ static void test_no_malloc_in_step(const test_model *t, int threads)
 	if (!counted)
 		printf("  (allocation counting needs ASan: only the workload runs)\n");
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.b_max = 4;
 	c.threads = threads;
 	c.block_size = 4;
@@ -698,7 +709,7 @@ static void test_errors(const test_model *t)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		pm_engine_config c;
-		pm_engine_config_default(&c);
+		config_default(&c);
 		/* apply the case's one non-default field */
 		if (strstr(cases[i].name, "b_max")) c.b_max = cases[i].c.b_max;
 		if (strstr(cases[i].name, "spec_k")) c.spec_k = cases[i].c.spec_k;
@@ -715,7 +726,7 @@ static void test_errors(const test_model *t)
 	}
 
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.b_max = 1;
 	c.max_waiting = 2;
 	pm_engine *e = new_engine(&t->m, &c);
@@ -833,7 +844,7 @@ static pm_engine *counter_run(const test_model *t, const int32_t *prompt, int n,
 			      job *j)
 {
 	pm_engine_config c;
-	pm_engine_config_default(&c);
+	config_default(&c);
 	c.b_max = 1;
 	c.spec_k = 4;
 	pm_engine *e = new_engine(&t->m, &c);
