@@ -63,6 +63,13 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 		 const pm_weight *w, int n, int m0, int m1, float *scratch)
 {
 	int cols = w->cols;
+	if (n == 1 && k != &pm_kernels_portable && cols % 32 == 0) {
+		pm_matvec_fn mv = pm_matvec_avx2(w->type);
+		if (mv) {
+			mv(out, x, w, m0, m1);
+			return;
+		}
+	}
 	if (w->type == PM_TYPE_F32 && (uintptr_t)w->data % sizeof(float) == 0) {
 		k->matmul(out, ldo, x, (const float *)w->data, n, cols, m0, m1);
 		return;
