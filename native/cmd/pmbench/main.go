@@ -4,7 +4,7 @@
 //
 //	pmbench -model M -threads 1 -mode tg -batch 1 -n 128   # decode tok/s, batch requests at once
 //	pmbench -model M -threads 2 -mode pp -n 256            # prefill tok/s of an n-token prompt
-//	pmbench -model M -mode rss                             # resident bytes after loading
+//	pmbench -model M -mode rss                             # resident bytes after loading and a short generation, file bytes, KV bytes
 //
 // It prints one number (tokens/s, or bytes for rss) on stdout. tg keeps
 // batch requests decoding (a finished one is replaced at once) and times n
@@ -65,8 +65,28 @@ func run(model, mode string, threads, batch, n int, kernel string) (string, erro
 	vocab := int32(min(e.Info().Vocab, 256)) // byte tokens
 	switch mode {
 	case "rss":
+		// Touch every weight (a prefill and a few decode steps), then read
+		// VmRSS: the mapped file counts once it is read.
+		if _, err := e.Submit([]int32{1, 2, 3, 4, 5, 6, 7, 8}, native.Params{MaxTokens: 4}); err != nil {
+			return "", err
+		}
+		for i := 0; i < 8; i++ {
+			if _, err := e.Step(); err != nil {
+				return "", err
+			}
+		}
 		rss, err := residentBytes()
-		return strconv.FormatInt(rss, 10), err
+		if err != nil {
+			return "", err
+		}
+		st, err := os.Stat(model)
+		if err != nil {
+			return "", err
+		}
+		in := e.Info()
+		headDim := in.Dim / in.Heads
+		kv := int64(2) * int64(in.Layers) * int64(in.ContextLength) * int64(in.KVHeads*headDim) * 4
+		return fmt.Sprintf("%d %d %d", rss, st.Size(), kv), nil
 	case "pp":
 		if n >= e.Info().ContextLength {
 			return "", fmt.Errorf("-n %d: the context is %d tokens", n, e.Info().ContextLength)
