@@ -3,12 +3,14 @@
 # default embedded model (generated on first use), print where to point a
 # client, and stop both cleanly on Ctrl-C. With PICOMETER_STACK=1 (make
 # run-stack) a local Prometheus with alerts/ loaded is started too.
+# `make run MODEL=FILE` (or PICOMETER_MODEL=FILE) serves another GGUF file,
+# e.g. one mkmodel wrote with -type q4_k_m; the engine uses every online CPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 DAEMON=bin/picometerd
 SIDECAR=bin/picometer-sidecar
-MODEL=${PICOMETER_MODEL:-build/models/default.gguf}
+MODEL=${PICOMETER_MODEL:-${MODEL:-build/models/default.gguf}}
 SOCKET=${PICOMETER_SOCKET:-/tmp/picometer.sock}
 DAEMON_ADDR=${PICOMETER_LISTEN:-127.0.0.1:8000}
 METRICS_ADDR=${PICOMETER_METRICS_LISTEN:-127.0.0.1:9464}
