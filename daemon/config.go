@@ -83,7 +83,8 @@ type EngineConfig struct {
 	// MaxWaiting bounds the engine's waiting queue; a request beyond it is a
 	// 429 (code queue_full). Default 256.
 	MaxWaiting int `toml:"max_waiting"`
-	// Threads is the number of compute threads. Default 1.
+	// Threads is the number of compute threads. Default: the online CPUs
+	// (at most 64).
 	Threads int `toml:"threads"`
 	// Kernel is "auto", "avx2" or "portable". Default "auto".
 	Kernel string `toml:"kernel"`

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	_ "unsafe" // go:linkname
 
 	"github.com/picometer/picometer/schema"
@@ -34,7 +35,8 @@ type Config struct {
 	// slot is taken). Submit returns ErrQueueFull beyond it; 0 means no
 	// queue: a request is admitted at once or refused. Default 256.
 	MaxWaiting int
-	// Threads is the number of compute threads. Default 1.
+	// Threads is the number of compute threads (decode, batched decode and
+	// prefill). Default: the online CPUs (runtime.NumCPU), at most 64.
 	Threads int
 	// StepRing is how many step records are kept between two snapshots;
 	// older ones are dropped and counted (steps_dropped). Default 4096.
@@ -60,7 +62,7 @@ const DefaultContext = 4096
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{BMax: 8, SpecK: 4, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
-		Threads: 1, StepRing: 4096, Kernel: "auto"}
+		Threads: min(runtime.NumCPU(), 64), StepRing: 4096, Kernel: "auto"}
 }
 
 // Validate returns an error naming the first field out of range.

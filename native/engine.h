@@ -46,7 +46,7 @@ typedef struct {
 	int32_t block_size;    /* KV-cache block size in tokens, >= 1 (default 16) */
 	int32_t kv_blocks;     /* KV blocks in total; 0 = b_max*ceil(ctx/block_size) */
 	int32_t max_waiting;   /* waiting-queue bound, >= 0 (default 256) */
-	int32_t threads;       /* compute threads, 1..64 (default 1) */
+	int32_t threads;       /* compute threads, 1..64 (default: the online CPUs) */
 	int32_t step_ring;     /* step records kept between snapshots, >= 1 (default 4096) */
 	int32_t no_metrics;    /* 1 turns metric recording off (overhead benchmark only) */
 	int32_t kernel;        /* PM_KERNEL_* */

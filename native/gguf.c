@@ -11,11 +11,12 @@
  * What the loader accepts beyond the format: general.architecture "llama",
  * "qwen2" or "qwen3" (arch.h), the hyperparameters model.h lists under that
  * architecture's key prefix (checked for range and consistency), RoPE
- * scaling "none" or "linear" and an optional rope_freqs tensor, F32 or F16
- * weights of exactly the expected shapes, with the biases and q/k norms the
- * architecture has (tensors it does not use are validated as GGUF, then
- * ignored), and optionally tokenizer.ggml.tokens / *_token_id /
- * tokenizer.chat_template.
+ * scaling "none" or "linear" and an optional rope_freqs tensor, weights of
+ * exactly the expected shapes, with the biases and q/k norms the
+ * architecture has, matrices in any type weights.h lists (used in place)
+ * and 1-D tensors in F32, F16 or BF16 (tensors it does not use are
+ * validated as GGUF, then ignored), and optionally tokenizer.ggml.tokens /
+ * *_token_id / tokenizer.chat_template.
  *
  * Sections: errors · reader · owned memory · metadata · tensor infos ·
  * Llama model · API.
@@ -455,7 +456,6 @@ static int get_str(rd *r, const pm_model *m, const char *key, const uint8_t **s,
 
 /* ------------------------------------------------------------ tensor infos */
 
-enum { GGML_F32 = 0, GGML_F16 = 1 };
 
 /* ggml's tensor types: name, block size (elements), block bytes (as gguf-py's GGML_QUANT_SIZES). */
 static const struct {
@@ -575,24 +575,6 @@ static int parse_tensors(rd *r, uint64_t n, uint64_t align, tensor_info *ti)
 
 /* ------------------------------------------------------------- Llama model */
 
-static float half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-	if (exp == 0x1f)
-		bits = sign | 0x7f800000u | (man << 13);
-	else if (exp)
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	else if (!man)
-		bits = sign;
-	else {
-		float f = ldexpf((float)man, -24);
-		return sign ? -f : f;
-	}
-	float f;
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
 typedef struct {
 	rd *r;
 	pm_model *m;
@@ -623,46 +605,85 @@ static void shape_str(char *buf, size_t cap, const uint64_t *ne, uint32_t n)
 }
 
 /*
- * weight finds tensor name, checks it is F32 or F16 with shape [ne0] (ne1
- * == 0) or [ne0 ne1], and points *out at its floats: into the file when F32
- * and 4-byte aligned, else at a converted or copied loader-owned buffer.
+ * find_shaped finds tensor name and checks its shape is [ne0] (ne1 == 0)
+ * or [ne0 ne1].
  */
-static int weight(tensors *ts, const char *name, uint64_t ne0, uint64_t ne1, const float **out)
+static int find_shaped(tensors *ts, const char *name, uint64_t ne0, uint64_t ne1,
+		       const tensor_info **out)
 {
-	rd *r = ts->r;
-	char tb[24], have[128], want[128];
+	char have[128], want[128];
 	const tensor_info *t = find_tensor(ts, name);
 	if (!t)
-		return fail(r, PM_ERR_MODEL, "tensor %s: missing", name);
-	if (t->type != GGML_F32 && t->type != GGML_F16)
-		return fail(r, PM_ERR_MODEL, "tensor %s: type %s is not supported (want f32 or f16)", name,
-			    ggml_type_name(t->type, tb));
+		return fail(ts->r, PM_ERR_MODEL, "tensor %s: missing", name);
 	uint64_t wne[2] = {ne0, ne1};
 	uint32_t wn = ne1 ? 2 : 1;
 	if (t->n_dims != wn || t->ne[0] != ne0 || (wn == 2 && t->ne[1] != ne1)) {
 		shape_str(have, sizeof have, t->ne, t->n_dims);
 		shape_str(want, sizeof want, wne, wn);
-		return fail(r, PM_ERR_MODEL, "tensor %s: shape %s want %s", name, have, want);
+		return fail(ts->r, PM_ERR_MODEL, "tensor %s: shape %s want %s", name, have, want);
 	}
-	uint64_t count = ne1 ? ne0 * ne1 : ne0; /* == nbytes / size: the file holds it */
-	if (t->type == GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+	*out = t;
+	return PM_OK;
+}
+
+/*
+ * vector points *out at the floats of the 1-D tensor name of ne0
+ * elements: into the file when F32 and 4-byte aligned, else at a
+ * loader-owned copy (misaligned F32, or F16/BF16 widened: a few KiB).
+ */
+static int vector(tensors *ts, const char *name, uint64_t ne0, const float **out)
+{
+	rd *r = ts->r;
+	char tb[24];
+	const tensor_info *t;
+	int rc = find_shaped(ts, name, ne0, 0, &t);
+	if (rc)
+		return rc;
+	if (t->type != PM_TYPE_F32 && t->type != PM_TYPE_F16 && t->type != PM_TYPE_BF16)
+		return fail(r, PM_ERR_MODEL, "tensor %s: type %s is not supported for a 1-D tensor (want f32, f16 or bf16)",
+			    name, ggml_type_name(t->type, tb));
+	if (t->type == PM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
 		*out = (const float *)(const void *)t->data;
 		return PM_OK;
 	}
-	float *f = own_alloc(ts->m, r, sizeof(float), count, name);
+	float *f = own_alloc(ts->m, r, sizeof(float), ne0, name);
 	if (!f)
 		return PM_ERR_NOMEM;
-	if (t->type == GGML_F32) {
-		memcpy(f, t->data, (size_t)count * sizeof(float));
-	} else {
-		for (uint64_t i = 0; i < count; i++) {
-			uint16_t h;
-			memcpy(&h, t->data + 2 * i, 2);
-			f[i] = half_to_float(h);
-		}
-		ts->m->f16 = 1;
-	}
+	pm_dequant(t->type, 0)(f, t->data, (int)ne0);
 	*out = f;
+	return PM_OK;
+}
+
+/*
+ * matrix fills *out with a view of the 2-D tensor name, [ne1 rows][ne0],
+ * in its stored type: the data stays in the file. Only an F32 matrix the
+ * file left misaligned is copied (the kernels load floats directly).
+ */
+static int matrix(tensors *ts, const char *name, uint64_t ne0, uint64_t ne1, pm_weight *out)
+{
+	rd *r = ts->r;
+	char tb[24];
+	const tensor_info *t;
+	int rc = find_shaped(ts, name, ne0, ne1, &t);
+	if (rc)
+		return rc;
+	size_t row = pm_type_row_bytes(t->type, (int64_t)ne0);
+	if (row == 0 || ne0 > INT32_MAX || ne1 > INT32_MAX)
+		return fail(r, PM_ERR_MODEL,
+			    "tensor %s: type %s is not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K or q6_K)",
+			    name, ggml_type_name(t->type, tb));
+	*out = (pm_weight){.data = t->data, .type = t->type, .rows = (int32_t)ne1, .cols = (int32_t)ne0,
+			   .row_bytes = row};
+	if (t->type == PM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0) {
+		float *f = own_alloc(ts->m, r, sizeof(float), ne0 * ne1, name);
+		if (!f)
+			return PM_ERR_NOMEM;
+		memcpy(f, t->data, (size_t)(ne0 * ne1) * sizeof(float));
+		out->data = f;
+	}
+	ts->m->type_mask |= (uint64_t)1 << t->type;
+	if (t->type == PM_TYPE_F16)
+		ts->m->f16 = 1;
 	return PM_OK;
 }
 
@@ -769,7 +790,7 @@ static int build_rope_scaling(rd *r, pm_model *m, tensors *ts)
 	if (factor && !none)
 		m->rope_freq_scale = 1.0f / factor;
 	if (find_tensor(ts, "rope_freqs.weight")) {
-		if ((rc = weight(ts, "rope_freqs.weight", (uint64_t)m->head_dim / 2, 0, &m->rope_freqs)))
+		if ((rc = vector(ts, "rope_freqs.weight", (uint64_t)m->head_dim / 2, &m->rope_freqs)))
 			return rc;
 		for (int i = 0; i < m->head_dim / 2; i++)
 			if (!(m->rope_freqs[i] > 0) || m->rope_freqs[i] > FLT_MAX)
@@ -898,7 +919,7 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 	/* weights */
 	uint64_t d = (uint64_t)dim, q = (uint64_t)(heads * head_dim), kvd = (uint64_t)(kv_heads * head_dim);
 	uint64_t f = (uint64_t)ffn, v = (uint64_t)vocab, hd = (uint64_t)head_dim;
-	if ((rc = weight(&ts, "token_embd.weight", d, v, &m->tok_embd)))
+	if ((rc = matrix(&ts, "token_embd.weight", d, v, &m->tok_embd)))
 		return rc;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *L = &m->layers[l];
@@ -907,39 +928,45 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 		const struct {
 			const char *suffix;
 			uint64_t ne0, ne1;
-			const float **out;
-			int need;
+			const float **vec; /* 1-D */
+			pm_weight *mat;    /* 2-D */
+			int need;          /* 1 required, 0 skipped, -1 optional (loaded when present) */
 		} w[] = {
-			{"attn_norm.weight", d, 0, &L->attn_norm, 1}, {"attn_q.weight", d, q, &L->wq, 1},
-			{"attn_k.weight", d, kvd, &L->wk, 1}, {"attn_v.weight", d, kvd, &L->wv, 1},
-			{"attn_q.bias", q, 0, &L->bq, bias}, {"attn_k.bias", kvd, 0, &L->bk, bias},
-			{"attn_v.bias", kvd, 0, &L->bv, bias},
-			{"attn_q_norm.weight", hd, 0, &L->q_norm, arch->qk_norm},
-			{"attn_k_norm.weight", hd, 0, &L->k_norm, arch->qk_norm},
-			{"attn_output.weight", q, d, &L->wo, 1}, {"ffn_norm.weight", d, 0, &L->ffn_norm, 1},
-			{"ffn_gate.weight", d, f, &L->w_gate, 1}, {"ffn_up.weight", d, f, &L->w_up, 1},
-			{"ffn_down.weight", f, d, &L->w_down, 1},
+			{"attn_norm.weight", d, 0, &L->attn_norm, NULL, 1}, {"attn_q.weight", d, q, NULL, &L->wq, 1},
+			{"attn_k.weight", d, kvd, NULL, &L->wk, 1}, {"attn_v.weight", d, kvd, NULL, &L->wv, 1},
+			{"attn_q.bias", q, 0, &L->bq, NULL, bias}, {"attn_k.bias", kvd, 0, &L->bk, NULL, bias},
+			{"attn_v.bias", kvd, 0, &L->bv, NULL, bias},
+			{"attn_q_norm.weight", hd, 0, &L->q_norm, NULL, arch->qk_norm},
+			{"attn_k_norm.weight", hd, 0, &L->k_norm, NULL, arch->qk_norm},
+			{"attn_output.weight", q, d, NULL, &L->wo, 1}, {"ffn_norm.weight", d, 0, &L->ffn_norm, NULL, 1},
+			{"ffn_gate.weight", d, f, NULL, &L->w_gate, 1}, {"ffn_up.weight", d, f, NULL, &L->w_up, 1},
+			{"ffn_down.weight", f, d, NULL, &L->w_down, 1},
 		};
 		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
 			char name[64];
 			snprintf(name, sizeof name, "blk.%d.%s", l, w[i].suffix);
 			if (w[i].need == 0 || (w[i].need < 0 && !find_tensor(&ts, name)))
 				continue;
-			if ((rc = weight(&ts, name, w[i].ne0, w[i].ne1, w[i].out)))
+			rc = w[i].vec ? vector(&ts, name, w[i].ne0, w[i].vec)
+				      : matrix(&ts, name, w[i].ne0, w[i].ne1, w[i].mat);
+			if (rc)
 				return rc;
+			if (w[i].mat)
+				m->matrix_bytes += (uint64_t)w[i].mat->row_bytes * (uint64_t)w[i].mat->rows;
 		}
 		if (!L->bq != !L->bk || !L->bq != !L->bv)
 			return fail(r, PM_ERR_MODEL, "blk.%d: attn_q/k/v.bias must all be present or all absent", l);
 	}
-	if ((rc = weight(&ts, "output_norm.weight", d, 0, &m->out_norm)))
+	if ((rc = vector(&ts, "output_norm.weight", d, &m->out_norm)))
 		return rc;
 	if (find_tensor(&ts, "output.weight")) {
-		if ((rc = weight(&ts, "output.weight", d, v, &m->output)))
+		if ((rc = matrix(&ts, "output.weight", d, v, &m->output)))
 			return rc;
 	} else {
 		m->output = m->tok_embd;
 		m->tied_output = 1;
 	}
+	m->matrix_bytes += (uint64_t)m->output.row_bytes * (uint64_t)m->output.rows;
 	return PM_OK;
 }
 

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weights.h"
+
 /* Status codes. 0 is success; every API function returns one of these. */
 enum {
 	PM_OK = 0,
@@ -62,17 +64,19 @@ typedef struct {
 	uint64_t value_len;
 } pm_kv;
 
+/* Matrices are typed views into the mapping (weights.h), used as stored;
+ * 1-D tensors (norms) are F32. */
 typedef struct {
 	const float *attn_norm; /* [dim] */
-	const float *wq;        /* [n_heads*head_dim][dim] */
-	const float *wk;        /* [n_kv_heads*head_dim][dim] */
-	const float *wv;        /* [n_kv_heads*head_dim][dim] */
-	const float *wo;        /* [dim][n_heads*head_dim] */
+	pm_weight wq;           /* [n_heads*head_dim][dim] */
+	pm_weight wk;           /* [n_kv_heads*head_dim][dim] */
+	pm_weight wv;           /* [n_kv_heads*head_dim][dim] */
+	pm_weight wo;           /* [dim][n_heads*head_dim] */
 	const float *ffn_norm;  /* [dim] */
-	const float *w_gate;    /* [ffn_dim][dim] */
-	const float *w_up;      /* [ffn_dim][dim] */
-	const float *w_down;    /* [dim][ffn_dim] */
-	/* optional (NULL when the architecture or file has none) */
+	pm_weight w_gate;       /* [ffn_dim][dim] */
+	pm_weight w_up;         /* [ffn_dim][dim] */
+	pm_weight w_down;       /* [dim][ffn_dim] */
+	/* optional 1-D tensors, F32 (NULL when the architecture or file has none) */
 	const float *bq;     /* [n_heads*head_dim] attn_q.bias */
 	const float *bk;     /* [n_kv_heads*head_dim] attn_k.bias */
 	const float *bv;     /* [n_kv_heads*head_dim] attn_v.bias */
@@ -105,24 +109,28 @@ typedef struct {
 	const char *chat_template; /* tokenizer.chat_template, not NUL-terminated, or NULL */
 	uint32_t chat_template_len;
 
-	/* weights: point into the mapping, or into buffers the loader owns */
-	const float *tok_embd; /* [vocab][dim] */
+	/* weights: point into the mapping (matrices in their stored type), or
+	 * into buffers the loader owns (a misaligned F32 matrix, a 1-D tensor
+	 * stored as F16 or BF16) */
+	pm_weight tok_embd; /* [vocab][dim] */
 	pm_layer layers[PM_MAX_LAYERS];
 	const float *out_norm; /* [dim] */
-	const float *output;   /* [vocab][dim]; == tok_embd when the file has no output tensor */
+	pm_weight output;      /* [vocab][dim]; == tok_embd when the file has no output tensor */
 	int tied_output;       /* 1 when output == tok_embd */
 
 	/* ownership (loader private) */
 	void *map;
 	size_t map_len;
-	void *owned; /* loader-owned allocations (F16 conversions, token tables) */
+	void *owned; /* loader-owned allocations (copies of misaligned or 1-D F16 tensors, token tables) */
 
 	/* the file as parsed (added after the fields above; all loader-owned) */
 	int n_kv;             /* metadata entries */
 	const pm_kv *kv;      /* [n_kv] in file order */
 	int n_file_tensors;   /* tensors in the file (the model uses 9*n_layers+2, +1 untied) */
 	uint32_t alignment;   /* general.alignment (default 32) */
-	int f16;              /* 1 when any weight was stored as F16 (converted to F32) */
+	int f16;              /* 1 when any weight is stored as F16 */
+	uint64_t type_mask;   /* bit t set when some matrix has type t (PM_TYPE_*) */
+	uint64_t matrix_bytes; /* bytes of the matrices a decoded token reads (every layer matrix and the output) */
 
 	/* architecture features (added after the fields above) */
 	int rope_type;          /* PM_ROPE_NORM or PM_ROPE_NEOX (arch.h), by architecture */

@@ -4,16 +4,17 @@
 # client, and stop both cleanly on Ctrl-C. With PICOMETER_STACK=1 (make
 # run-stack) a local Prometheus with alerts/ loaded is started too.
 #
-# PICOMETER_MODEL (make run MODEL=...) serves another model: a GGUF file,
-# or the name of an mkmodel preset (smollm2-135m, qwen2.5-0.5b,
-# llama-3.2-1b, ...), generated into build/models/<name>.gguf on first use.
-# PICOMETER_CONTEXT (make run CONTEXT=...) sets the engine's context.
+# PICOMETER_MODEL (make run MODEL=...) serves another model: a GGUF file
+# (e.g. one mkmodel wrote with -type q4_k_m), or the name of an mkmodel
+# preset (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, ...), generated into
+# build/models/<name>.gguf on first use. PICOMETER_CONTEXT (make run
+# CONTEXT=...) sets the engine's context. The engine uses every online CPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 DAEMON=bin/picometerd
 SIDECAR=bin/picometer-sidecar
-MODEL=${PICOMETER_MODEL:-build/models/default.gguf}
+MODEL=${PICOMETER_MODEL:-${MODEL:-build/models/default.gguf}}
 SOCKET=${PICOMETER_SOCKET:-/tmp/picometer.sock}
 DAEMON_ADDR=${PICOMETER_LISTEN:-127.0.0.1:8000}
 METRICS_ADDR=${PICOMETER_METRICS_LISTEN:-127.0.0.1:9464}

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Builds every native/ctest/test_*.c together with the engine's C sources
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs it. Any
-# sanitizer finding fails the run (halt_on_error, no recovery). The tests get
-# the tiny model's path in PICOMETER_TINY_MODEL (regenerated each run) and
-# the tiny shape models' directory in PICOMETER_SHAPES_DIR.
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs it, once with
+# 1 compute thread and once with 2 (PICOMETER_TEST_THREADS: the tests'
+# default engine configuration); then builds test_engine.c under
+# ThreadSanitizer and runs it with 2 threads (the thread pool and the
+# threaded kernels). Any sanitizer finding fails the run (halt_on_error, no
+# recovery). The tests get the tiny model's path in PICOMETER_TINY_MODEL
+# (regenerated each run) and the tiny shape models' directory in
+# PICOMETER_SHAPES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-gcc}
@@ -30,10 +34,24 @@ for t in native/ctest/test_*.c; do
 	[[ -e $t ]] || continue
 	bin=$out/$(basename "${t%.c}")
 	"$CC" "${flags[@]}" "${srcs[@]}" "$t" -o "$bin" -lm -lpthread
-	echo "== $bin"
-	if ! "$bin" "native/ctest"; then
-		echo "FAIL: $bin"
-		fail=1
-	fi
+	runs=(1 2)
+	# the loader starts no threads; test_shapes sets its own thread counts
+	[[ $t == */test_gguf.c || $t == */test_shapes.c ]] && runs=(1)
+	for threads in "${runs[@]}"; do
+		echo "== $bin (threads $threads)"
+		if ! PICOMETER_TEST_THREADS=$threads "$bin" "native/ctest"; then
+			echo "FAIL: $bin (threads $threads)"
+			fail=1
+		fi
+	done
 done
+tflags=(-std=c11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE
+	-fsanitize=thread -fno-omit-frame-pointer -Inative)
+bin=$out/test_engine_tsan
+"$CC" "${tflags[@]}" "${srcs[@]}" native/ctest/test_engine.c -o "$bin" -lm -lpthread
+echo "== $bin (threads 2, ThreadSanitizer)"
+if ! TSAN_OPTIONS=halt_on_error=1:exitcode=66 PICOMETER_TEST_THREADS=2 "$bin" "native/ctest"; then
+	echo "FAIL: $bin"
+	fail=1
+fi
 exit $fail
