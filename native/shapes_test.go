@@ -370,3 +370,61 @@ func TestLongContextMatchesReference(t *testing.T) {
 	}
 	t.Logf("max |logit - reference| over 8192 positions = %.2g", worst)
 }
+
+// TestShapesQuantized: the shape features compose with quantized files
+// (rows of 64 and 72 take llama.cpp's fallbacks: Q5_0, Q8_0, F16): logits
+// match the reference, which dequantizes the same bytes, and batched greedy
+// tokens match solo ones.
+func TestShapesQuantized(t *testing.T) {
+	for _, name := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3"} {
+		for _, typ := range []string{"q8_0", "q4_k_m"} {
+			t.Run(name+"/"+typ, func(t *testing.T) {
+				p := shapePresets[name]
+				p.Type = typ
+				path := filepath.Join(t.TempDir(), name+"-"+typ+".gguf")
+				if err := modelgen.Write(path, p); err != nil {
+					t.Fatal(err)
+				}
+				ref, err := reference.LoadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := ReadModelFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.TypeMask&^(1<<gguf.F32|1<<gguf.F16) == 0 {
+					t.Fatalf("type mask %#x: nothing is quantized", f.TypeMask)
+				}
+				toks := prompt(2, 50)
+				want, err := ref.Logits(toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := Open(path, DefaultConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				got, err := e.score(toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				worst, scale := worstDiff(got, want, ref.Vocab), maxAbs(want)
+				if worst > 4e-6*max(1, scale) {
+					t.Fatalf("logits (largest %.3g) differ from the reference by %g", scale, worst)
+				}
+				var reqs []*request
+				for i := 0; i < 4; i++ {
+					reqs = append(reqs, &request{prompt: prompt(i, 5+9*i), p: Params{MaxTokens: 20}})
+				}
+				run(t, e, reqs, 1)
+				for i, r := range reqs {
+					if w := refGreedy(t, ref, r.prompt, 20); !slices.Equal(r.out, w) {
+						t.Errorf("request %d: batched %v\nreference %v", i, r.out, w)
+					}
+				}
+			})
+		}
+	}
+}
