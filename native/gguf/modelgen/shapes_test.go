@@ -2,6 +2,7 @@ package modelgen
 
 import (
 	"math"
+	"os"
 	"testing"
 )
 
@@ -83,5 +84,34 @@ func TestPaddedVocabulary(t *testing.T) {
 	}
 	if e := g.Tensor("token_embd.weight"); e == nil || e.Dims[1] != 300 || g.Tensor("output.weight") != nil {
 		t.Errorf("token_embd %v, output %v", e, g.Tensor("output.weight") != nil)
+	}
+}
+
+// TestWriteProgress: progress rises to Weights() and the bytes are Write's.
+func TestWriteProgress(t *testing.T) {
+	dir := t.TempDir()
+	var calls []int64
+	var total int64
+	if err := WriteProgress(dir+"/a.gguf", TinyQwen3, func(done, tot int64) {
+		calls = append(calls, done)
+		total = tot
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if total != TinyQwen3.Weights() || len(calls) < 10 || calls[len(calls)-1] != total {
+		t.Fatalf("total %d (want %d), %d calls ending at %v", total, TinyQwen3.Weights(), len(calls), calls[len(calls)-1:])
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i] < calls[i-1] {
+			t.Fatalf("progress went back: %v", calls)
+		}
+	}
+	if err := Write(dir+"/b.gguf", TinyQwen3); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(dir + "/a.gguf")
+	b, _ := os.ReadFile(dir + "/b.gguf")
+	if len(a) == 0 || string(a) != string(b) {
+		t.Fatal("WriteProgress and Write wrote different bytes")
 	}
 }
