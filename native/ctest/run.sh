@@ -18,11 +18,18 @@ export PICOMETER_TINY_MODEL=${PICOMETER_TINY_MODEL:-$PWD/build/models/tiny.gguf}
 # leaves a stale file behind.
 mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
 go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
+# The tiny-k shape in every file type, for test_engine's typed-model test.
+export PICOMETER_TYPED_MODELS=$PWD/$out/models
+mkdir -p "$PICOMETER_TYPED_MODELS"
+go build -o "$out/mkmodel" ./native/cmd/mkmodel
+for type in f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k; do
+	"$out/mkmodel" -preset tiny-k -type "$type" -o "$PICOMETER_TYPED_MODELS/tiny-k-$type.gguf"
+done
 # The tiny models with real-model shape features (test_shapes.c).
 export PICOMETER_SHAPES_DIR=$PWD/$out/shapes
 mkdir -p "$PICOMETER_SHAPES_DIR"
 for p in tiny-llama3 tiny-qwen2 tiny-qwen3; do
-	go run ./native/cmd/mkmodel -preset "$p" -o "$PICOMETER_SHAPES_DIR/$p.gguf"
+	"$out/mkmodel" -preset "$p" -o "$PICOMETER_SHAPES_DIR/$p.gguf"
 done
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
