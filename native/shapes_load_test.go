@@ -37,8 +37,8 @@ func TestShapeLoadErrors(t *testing.T) {
 		"missing key qwen3.embedding_length")
 	f("qwen2 without a bias", q2, func(f *gguf.File) { delTensor(f, "blk.1.attn_k.bias") },
 		"tensor blk.1.attn_k.bias: missing")
-	f("qwen2 bias shape", q2, func(f *gguf.File) { f.Tensor("blk.0.attn_q.bias").Dims = []uint64{24, 3} },
-		"tensor blk.0.attn_q.bias: shape [24 3] want [72]")
+	f("qwen2 bias shape", q2, func(f *gguf.File) { f.Tensor("blk.0.attn_q.bias").Dims = []uint64{32, 2} },
+		"tensor blk.0.attn_q.bias: shape [32 2] want [64]")
 	f("qwen3 without a q norm", q3, func(f *gguf.File) { delTensor(f, "blk.0.attn_q_norm.weight") },
 		"tensor blk.0.attn_q_norm.weight: missing")
 	f("llama with only some biases", l3, func(f *gguf.File) {

@@ -171,7 +171,7 @@ int main(void)
 		return 1;
 	}
 	test_shape(dir, "tiny-llama3", "llama", PM_ROPE_NORM, 0, 0, 1, 32);
-	test_shape(dir, "tiny-qwen2", "qwen2", PM_ROPE_NEOX, 1, 0, 0, 12);
+	test_shape(dir, "tiny-qwen2", "qwen2", PM_ROPE_NEOX, 1, 0, 0, 8);
 	test_shape(dir, "tiny-qwen3", "qwen3", PM_ROPE_NEOX, 0, 1, 0, 32);
 	if (failures) {
 		printf("FAIL: %d checks failed\n", failures);

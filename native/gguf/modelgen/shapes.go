@@ -52,10 +52,11 @@ var (
 		Llama3Rope: &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 64}}
 
 	// TinyQwen2 is a test model with Qwen2's features: q/k/v biases, NEOX
-	// RoPE, base 1e6, 6 query heads of 12 (not a multiple of 8: the
-	// kernels' tails run) over 2 KV heads, and linear RoPE scaling (factor 2).
-	TinyQwen2 = Preset{Name: "picometer-tiny-qwen2", Arch: "qwen2", Dim: 64, Layers: 2, Heads: 6,
-		KVHeads: 2, HeadDim: 12, FFN: 172, Context: 512, RMSEps: 1e-6, RopeTheta: 1000000, Seed: 1,
+	// RoPE, base 1e6, 8 query heads of 8 over 2 KV heads, and linear RoPE
+	// scaling (factor 2). Its heads span Dim exactly, as llama.cpp's qwen2
+	// loader requires (it sizes attn_q by embedding_length).
+	TinyQwen2 = Preset{Name: "picometer-tiny-qwen2", Arch: "qwen2", Dim: 64, Layers: 2, Heads: 8,
+		KVHeads: 2, HeadDim: 8, FFN: 172, Context: 512, RMSEps: 1e-6, RopeTheta: 1000000, Seed: 1,
 		QKVBias: true, RopeLinear: 2}
 
 	// TinyQwen3 is a test model with Qwen3's features: RMSNorm of every
