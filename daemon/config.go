@@ -88,6 +88,10 @@ type EngineConfig struct {
 	Threads int `toml:"threads"`
 	// Kernel is "auto", "avx2" or "portable". Default "auto".
 	Kernel string `toml:"kernel"`
+	// Context is the most tokens (prompt and output) a request may hold;
+	// the KV cache is sized by it. 0 means the model's context_length, at
+	// most 4096 (native.DefaultContext); at most the model's. Default 0.
+	Context int `toml:"context"`
 }
 
 // MetricsConfig is the [metrics] table: the NDJSON event emitter.
@@ -271,6 +275,7 @@ func Describe(c Config) string {
 	fmt.Fprintf(&b, "\n[engine]\n")
 	fmt.Fprintf(&b, "b_max = %d\nspec_k = %d\nprefill_chunk = %d\nblock_size = %d\n", e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize)
 	fmt.Fprintf(&b, "kv_blocks = %d\nmax_waiting = %d\nthreads = %d\nkernel = %s\n", e.KVBlocks, e.MaxWaiting, e.Threads, q(e.Kernel))
+	fmt.Fprintf(&b, "context = %d\n", e.Context)
 	m := c.Metrics
 	fmt.Fprintf(&b, "\n[metrics]\n")
 	fmt.Fprintf(&b, "socket = %s", q(m.Socket))
@@ -298,5 +303,6 @@ func (c *Config) NativeConfig() native.Config {
 	e := c.Engine
 	nc.BMax, nc.SpecK, nc.PrefillChunk, nc.BlockSize = e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize
 	nc.KVBlocks, nc.MaxWaiting, nc.Threads, nc.Kernel = e.KVBlocks, e.MaxWaiting, e.Threads, e.Kernel
+	nc.Context = e.Context
 	return nc
 }

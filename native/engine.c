@@ -33,6 +33,8 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "arch.h"
+#include "rope.h"
 
 /* n-gram lookup: the longest suffix of the context (at most NGRAM_MAX tokens,
  * at least NGRAM_MIN) that occurred before; the tokens after it are the draft.
@@ -259,9 +261,12 @@ static int check_model(pm_engine *e, const pm_model *m)
 	if ((int64_t)m->n_heads * m->head_dim > (1 << 24) || m->dim > (1 << 24) ||
 	    m->ffn_dim > (1 << 26) || m->vocab > (1 << 24) || m->ctx_len > (1 << 22))
 		return seterr(e, PM_ERR_MODEL, "model: dimensions too large for this engine");
-	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0))
-		return seterr(e, PM_ERR_MODEL, "model: bad rms_eps %g or rope_theta %g",
-			      (double)m->rms_eps, (double)m->rope_theta);
+	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0) || !(m->rope_freq_scale >= 0) ||
+	    isinf(m->rope_freq_scale))
+		return seterr(e, PM_ERR_MODEL, "model: bad rms_eps %g, rope_theta %g or rope_freq_scale %g",
+			      (double)m->rms_eps, (double)m->rope_theta, (double)m->rope_freq_scale);
+	if (m->rope_type != PM_ROPE_NORM && m->rope_type != PM_ROPE_NEOX)
+		return seterr(e, PM_ERR_MODEL, "model: unknown RoPE type %d", m->rope_type);
 	int qd = m->n_heads * m->head_dim, kvd = m->n_kv_heads * m->head_dim, rc;
 	if (!m->out_norm)
 		return seterr(e, PM_ERR_MODEL, "model: missing output_norm");
@@ -287,32 +292,39 @@ static int check_model(pm_engine *e, const pm_model *m)
 	return PM_OK;
 }
 
-/* RoPE (ggml mode 0): pair (x[2i], x[2i+1]) of a head at position p turns by
- * p * theta^(-2i/hd). */
+/* RoPE tables for positions 0..ctx-1 (rope.h: base, linear scale, rope_freqs). */
 static void build_rope(pm_engine *e)
 {
-	int half = e->hd / 2;
-	for (int p = 0; p < e->ctx; p++)
-		for (int i = 0; i < half; i++) {
-			double f = pow((double)e->m->rope_theta, -2.0 * i / e->hd);
-			double a = p * f;
-			e->rope_cos[(size_t)p * half + i] = (float)cos(a);
-			e->rope_sin[(size_t)p * half + i] = (float)sin(a);
-		}
+	float scale = e->m->rope_freq_scale ? e->m->rope_freq_scale : 1.0f;
+	pm_rope_table(e->rope_cos, e->rope_sin, e->ctx, e->hd, e->m->rope_theta, scale,
+		      e->m->rope_freqs);
 }
 
 static void rope(const pm_engine *e, float *v, int heads, int pos)
 {
 	int half = e->hd / 2;
-	const float *c = e->rope_cos + (size_t)pos * half, *s = e->rope_sin + (size_t)pos * half;
-	for (int h = 0; h < heads; h++) {
-		float *x = v + (size_t)h * e->hd;
-		for (int i = 0; i < half; i++) {
-			float x0 = x[2 * i], x1 = x[2 * i + 1];
-			x[2 * i] = x0 * c[i] - x1 * s[i];
-			x[2 * i + 1] = x0 * s[i] + x1 * c[i];
-		}
-	}
+	pm_rope_apply(v, heads, e->hd, e->rope_cos + (size_t)pos * half,
+		      e->rope_sin + (size_t)pos * half, e->m->rope_type);
+}
+
+/* add_bias adds b[m] to every row of out[n][m] (no-op when b is NULL). */
+static void add_bias(float *out, const float *b, int n, int m)
+{
+	if (!b)
+		return;
+	for (int r = 0; r < n; r++)
+		for (int i = 0; i < m; i++)
+			out[(size_t)r * m + i] += b[i];
+}
+
+/* head_norm RMS-normalizes each of heads heads of hd floats in v with w[hd]
+ * (qwen3's attn_q_norm / attn_k_norm; no-op when w is NULL). */
+static void head_norm(const pm_engine *e, float *v, int heads, const float *w)
+{
+	if (!w)
+		return;
+	for (int h = 0; h < heads; h++)
+		e->k->rmsnorm(v + (size_t)h * e->hd, v + (size_t)h * e->hd, w, e->hd, e->m->rms_eps);
 }
 
 static float *kv_at(const pm_engine *e, float *cache, int layer, int block, int off)
@@ -397,9 +409,14 @@ static void forward(pm_engine *e, int n, int nl)
 		matmul(e, e->q, e->xb, &L->wq, n);
 		matmul(e, e->kr, e->xb, &L->wk, n);
 		matmul(e, e->vr, e->xb, &L->wv, n);
+		add_bias(e->q, L->bq, n, e->qdim);
+		add_bias(e->kr, L->bk, n, e->kvdim);
+		add_bias(e->vr, L->bv, n, e->kvdim);
 		for (int r = 0; r < n; r++) {
 			int p = e->row_pos[r];
 			const slot *s = &e->slots[e->row_slot[r]];
+			head_norm(e, e->q + (size_t)r * e->qdim, e->n_heads, L->q_norm);
+			head_norm(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, L->k_norm);
 			rope(e, e->q + (size_t)r * e->qdim, e->n_heads, p);
 			rope(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, p);
 			int blk = s->table[p / e->bs], off = p % e->bs;
@@ -1294,6 +1311,8 @@ static int check_config(pm_engine *e, const pm_engine_config *c)
 		return seterr(e, PM_ERR_ARG, "block_size: %d < 1", (int)c->block_size);
 	if (c->kv_blocks < 0)
 		return seterr(e, PM_ERR_ARG, "kv_blocks: %d < 0", (int)c->kv_blocks);
+	if (c->ctx != 0 && (c->ctx < 2 || c->ctx > (1 << 22)))
+		return seterr(e, PM_ERR_ARG, "ctx: %d not 0 or in 2..%d", (int)c->ctx, 1 << 22);
 	if (c->max_waiting < 0 || c->max_waiting > (1 << 24))
 		return seterr(e, PM_ERR_ARG, "max_waiting: %d not in 0..%d", (int)c->max_waiting,
 			      1 << 24);
@@ -1393,7 +1412,11 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	e->kvdim = m->n_kv_heads * m->head_dim;
 	e->ffn = m->ffn_dim;
 	e->vocab = m->vocab;
-	e->ctx = m->ctx_len;
+	e->ctx = e->cfg.ctx ? e->cfg.ctx : m->ctx_len < PM_DEFAULT_CTX ? m->ctx_len : PM_DEFAULT_CTX;
+	if (e->ctx > m->ctx_len)
+		return seterr(e, PM_ERR_ARG, "ctx: %d exceeds the model's context_length %d",
+			      (int)e->cfg.ctx, m->ctx_len);
+	e->cfg.ctx = e->ctx;
 	e->attn_scale = 1.0f / sqrtf((float)e->hd);
 
 	int b = e->cfg.b_max;

@@ -9,11 +9,14 @@
  * message naming the problem. Nothing here exits, aborts or leaks.
  *
  * What the loader accepts beyond the format: general.architecture "llama",
- * the llama.* hyperparameters model.h lists (checked for range and
- * consistency), weights of exactly the expected shapes, matrices in any type
- * weights.h lists (used in place) and 1-D tensors in F32, F16 or BF16 (tensors
- * it does not use are validated as GGUF, then ignored), and optionally
- * tokenizer.ggml.tokens / *_token_id / tokenizer.chat_template.
+ * "qwen2" or "qwen3" (arch.h), the hyperparameters model.h lists under that
+ * architecture's key prefix (checked for range and consistency), RoPE
+ * scaling "none" or "linear" and an optional rope_freqs tensor, weights of
+ * exactly the expected shapes, with the biases and q/k norms the
+ * architecture has, matrices in any type weights.h lists (used in place)
+ * and 1-D tensors in F32, F16 or BF16 (tensors it does not use are
+ * validated as GGUF, then ignored), and optionally tokenizer.ggml.tokens /
+ * *_token_id / tokenizer.chat_template.
  *
  * Sections: errors · reader · owned memory · metadata · tensor infos ·
  * Llama model · API.
@@ -22,6 +25,8 @@
 #define _GNU_SOURCE
 #endif
 #include "model.h"
+
+#include "arch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -750,6 +755,51 @@ static int build_special(rd *r, pm_model *m)
 	return PM_OK;
 }
 
+/* akey writes "<arch>.<suffix>" into buf (the architecture's key prefix, as llama.cpp reads it). */
+static const char *akey(char *buf, size_t cap, const pm_model *m, const char *suffix)
+{
+	snprintf(buf, cap, "%s.%s", m->arch, suffix);
+	return buf;
+}
+
+/*
+ * build_rope_scaling reads ARCH.rope.scaling.type / .factor as llama.cpp
+ * does (the type defaults to "linear"; a factor applies as freq_scale =
+ * 1/factor; "none" keeps 1) and the optional rope_freqs.weight tensor of
+ * head_dim/2 per-pair divisors that Llama 3.1+ conversions carry. YaRN and
+ * LongRoPE are refused, naming the key.
+ */
+static int build_rope_scaling(rd *r, pm_model *m, tensors *ts)
+{
+	char k1[96], k2[96], pb[PRINTABLE_MAX];
+	const uint8_t *s;
+	uint64_t n;
+	int rc;
+	m->rope_freq_scale = 1.0f;
+	if ((rc = get_str(r, m, akey(k1, sizeof k1, m, "rope.scaling.type"), &s, &n)))
+		return rc;
+	int none = s && name_eq(s, n, "none");
+	if (s && !none && !name_eq(s, n, "linear"))
+		return fail(r, PM_ERR_MODEL, "%s: \"%s\" is not supported (want \"none\" or \"linear\")", k1,
+			    printable(pb, s, n));
+	float factor = 0;
+	if ((rc = get_float(r, m, akey(k2, sizeof k2, m, "rope.scaling.factor"), &factor)))
+		return rc;
+	if (!factor && (rc = get_float(r, m, akey(k2, sizeof k2, m, "rope.scale_linear"), &factor)))
+		return rc;
+	if (factor && !none)
+		m->rope_freq_scale = 1.0f / factor;
+	if (find_tensor(ts, "rope_freqs.weight")) {
+		if ((rc = vector(ts, "rope_freqs.weight", (uint64_t)m->head_dim / 2, &m->rope_freqs)))
+			return rc;
+		for (int i = 0; i < m->head_dim / 2; i++)
+			if (!(m->rope_freqs[i] > 0) || m->rope_freqs[i] > FLT_MAX)
+				return fail(r, PM_ERR_MODEL, "tensor rope_freqs.weight: element %d is %g, want a positive finite factor",
+					    i, (double)m->rope_freqs[i]);
+	}
+	return PM_OK;
+}
+
 static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 {
 	int rc;
@@ -762,10 +812,12 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 		return fail(r, PM_ERR_MODEL, "missing key general.architecture");
 	if ((rc = get_str(r, m, "general.architecture", &s, &n)))
 		return rc;
-	if (!name_eq(s, n, "llama"))
-		return fail(r, PM_ERR_MODEL, "general.architecture: \"%s\" is not supported (want \"llama\")",
-			    printable(pb, s, n));
-	memcpy(m->arch, "llama", 6);
+	const pm_arch *arch = pm_arch_find(s, (size_t)n);
+	if (!arch)
+		return fail(r, PM_ERR_MODEL, "general.architecture: \"%s\" is not supported (want one of %s)",
+			    printable(pb, s, n), pm_arch_names);
+	snprintf(m->arch, sizeof m->arch, "%s", arch->name);
+	m->rope_type = arch->rope_type;
 	if ((rc = get_str(r, m, "general.name", &s, &n)))
 		return rc;
 	if (s) { /* cut to PM_NAME_MAX-1 bytes */
@@ -774,38 +826,63 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 		m->name[k] = 0;
 	}
 
-	/* hyperparameters */
-	int64_t dim, layers, heads, kv_heads, ffn, ctx, rope_dims, vocab;
-	if ((rc = get_int(r, m, "llama.embedding_length", 1, 1, 65536, &dim)) ||
-	    (rc = get_int(r, m, "llama.block_count", 1, 1, PM_MAX_LAYERS, &layers)) ||
-	    (rc = get_int(r, m, "llama.attention.head_count", 1, 1, 4096, &heads)))
+	/* hyperparameters, under the architecture's prefix */
+	char kdim[96], klay[96], khead[96], kkv[96], kffn[96], kctx[96], kkey[96], kval[96], krot[96],
+		keps[96], kbase[96], kvoc[96];
+	akey(kdim, 96, m, "embedding_length");
+	akey(klay, 96, m, "block_count");
+	akey(khead, 96, m, "attention.head_count");
+	akey(kkv, 96, m, "attention.head_count_kv");
+	akey(kffn, 96, m, "feed_forward_length");
+	akey(kctx, 96, m, "context_length");
+	akey(kkey, 96, m, "attention.key_length");
+	akey(kval, 96, m, "attention.value_length");
+	akey(krot, 96, m, "rope.dimension_count");
+	akey(keps, 96, m, "attention.layer_norm_rms_epsilon");
+	akey(kbase, 96, m, "rope.freq_base");
+	akey(kvoc, 96, m, "vocab_size");
+	int64_t dim, layers, heads, kv_heads, ffn, ctx, rope_dims, vocab, head_dim, v_dim;
+	if ((rc = get_int(r, m, kdim, 1, 1, 65536, &dim)) ||
+	    (rc = get_int(r, m, klay, 1, 1, PM_MAX_LAYERS, &layers)) ||
+	    (rc = get_int(r, m, khead, 1, 1, 4096, &heads)))
 		return rc;
 	kv_heads = heads;
-	if ((rc = get_int(r, m, "llama.attention.head_count_kv", 0, 1, heads, &kv_heads)) ||
-	    (rc = get_int(r, m, "llama.feed_forward_length", 1, 1, 1 << 20, &ffn)) ||
-	    (rc = get_int(r, m, "llama.context_length", 1, 1, 1 << 20, &ctx)))
+	if ((rc = get_int(r, m, kkv, 0, 1, heads, &kv_heads)) ||
+	    (rc = get_int(r, m, kffn, 1, 1, 1 << 20, &ffn)) ||
+	    (rc = get_int(r, m, kctx, 1, 1, 1 << 20, &ctx)))
 		return rc;
-	if (dim % heads)
-		return fail(r, PM_ERR_MODEL, "llama.attention.head_count: %lld does not divide llama.embedding_length %lld",
-			    (long long)heads, (long long)dim);
+	if (find_kv(m, kkey)) {
+		if ((rc = get_int(r, m, kkey, 1, 1, 4096, &head_dim)))
+			return rc;
+		if (head_dim % 2)
+			return fail(r, PM_ERR_MODEL, "%s: %lld is odd; RoPE rotates pairs", kkey, (long long)head_dim);
+	} else {
+		if (dim % heads)
+			return fail(r, PM_ERR_MODEL, "%s: %lld does not divide %s %lld", khead, (long long)heads, kdim,
+				    (long long)dim);
+		head_dim = dim / heads;
+		if (head_dim % 2)
+			return fail(r, PM_ERR_MODEL, "head dim %lld (%s / %s) is odd; RoPE rotates pairs",
+				    (long long)head_dim, kdim, khead);
+	}
 	if (heads % kv_heads)
-		return fail(r, PM_ERR_MODEL,
-			    "llama.attention.head_count_kv: %lld does not divide llama.attention.head_count %lld",
-			    (long long)kv_heads, (long long)heads);
-	int64_t head_dim = dim / heads;
-	if (head_dim % 2)
-		return fail(r, PM_ERR_MODEL, "head dim %lld (llama.embedding_length / llama.attention.head_count) is odd; RoPE rotates pairs",
-			    (long long)head_dim);
+		return fail(r, PM_ERR_MODEL, "%s: %lld does not divide %s %lld", kkv, (long long)kv_heads, khead,
+			    (long long)heads);
+	v_dim = head_dim;
+	if ((rc = get_int(r, m, kval, 0, 1, 4096, &v_dim)))
+		return rc;
+	if (v_dim != head_dim)
+		return fail(r, PM_ERR_MODEL, "%s: %lld, want the key length %lld (different value and key head sizes are not supported)",
+			    kval, (long long)v_dim, (long long)head_dim);
 	rope_dims = head_dim;
-	if ((rc = get_int(r, m, "llama.rope.dimension_count", 0, 1, 65536, &rope_dims)))
+	if ((rc = get_int(r, m, krot, 0, 1, 65536, &rope_dims)))
 		return rc;
 	if (rope_dims != head_dim)
-		return fail(r, PM_ERR_MODEL, "llama.rope.dimension_count: %lld, want the head dim %lld (partial RoPE is not supported)",
+		return fail(r, PM_ERR_MODEL, "%s: %lld, want the head dim %lld (partial RoPE is not supported)", krot,
 			    (long long)rope_dims, (long long)head_dim);
 	m->rms_eps = 1e-5f;
 	m->rope_theta = 10000.0f;
-	if ((rc = get_float(r, m, "llama.attention.layer_norm_rms_epsilon", &m->rms_eps)) ||
-	    (rc = get_float(r, m, "llama.rope.freq_base", &m->rope_theta)))
+	if ((rc = get_float(r, m, keps, &m->rms_eps)) || (rc = get_float(r, m, kbase, &m->rope_theta)))
 		return rc;
 	m->dim = (int)dim;
 	m->n_layers = (int)layers;
@@ -815,15 +892,15 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 	m->ffn_dim = (int)ffn;
 	m->ctx_len = (int)ctx;
 
-	/* vocabulary: the token list, else llama.vocab_size, else the rows of token_embd */
+	/* vocabulary: the token list, else ARCH.vocab_size, else the rows of token_embd */
 	if ((rc = build_tokens(r, m)))
 		return rc;
 	vocab = 0;
-	if ((rc = get_int(r, m, "llama.vocab_size", 0, 1, PM_MAX_VOCAB, &vocab)))
+	if ((rc = get_int(r, m, kvoc, 0, 1, PM_MAX_VOCAB, &vocab)))
 		return rc;
 	if (m->n_tokens) {
 		if (vocab && vocab != m->n_tokens)
-			return fail(r, PM_ERR_MODEL, "llama.vocab_size: %lld, but tokenizer.ggml.tokens has %d tokens",
+			return fail(r, PM_ERR_MODEL, "%s: %lld, but tokenizer.ggml.tokens has %d tokens", kvoc,
 				    (long long)vocab, m->n_tokens);
 		vocab = m->n_tokens;
 	}
@@ -836,31 +913,40 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 			vocab = 1; /* let weight() report the tensor as missing or misshapen */
 	}
 	m->vocab = (int)vocab;
-	if ((rc = build_special(r, m)))
+	if ((rc = build_special(r, m)) || (rc = build_rope_scaling(r, m, &ts)))
 		return rc;
 
 	/* weights */
 	uint64_t d = (uint64_t)dim, q = (uint64_t)(heads * head_dim), kvd = (uint64_t)(kv_heads * head_dim);
-	uint64_t f = (uint64_t)ffn, v = (uint64_t)vocab;
+	uint64_t f = (uint64_t)ffn, v = (uint64_t)vocab, hd = (uint64_t)head_dim;
 	if ((rc = matrix(&ts, "token_embd.weight", d, v, &m->tok_embd)))
 		return rc;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *L = &m->layers[l];
+		/* need: 1 required, 0 skipped, -1 optional (loaded when present) */
+		int bias = arch->qkv_bias == PM_BIAS_REQUIRED ? 1 : arch->qkv_bias == PM_BIAS_OPTIONAL ? -1 : 0;
 		const struct {
 			const char *suffix;
 			uint64_t ne0, ne1;
 			const float **vec; /* 1-D */
 			pm_weight *mat;    /* 2-D */
+			int need;          /* 1 required, 0 skipped, -1 optional (loaded when present) */
 		} w[] = {
-			{"attn_norm", d, 0, &L->attn_norm, NULL}, {"attn_q", d, q, NULL, &L->wq},
-			{"attn_k", d, kvd, NULL, &L->wk}, {"attn_v", d, kvd, NULL, &L->wv},
-			{"attn_output", q, d, NULL, &L->wo}, {"ffn_norm", d, 0, &L->ffn_norm, NULL},
-			{"ffn_gate", d, f, NULL, &L->w_gate}, {"ffn_up", d, f, NULL, &L->w_up},
-			{"ffn_down", f, d, NULL, &L->w_down},
+			{"attn_norm.weight", d, 0, &L->attn_norm, NULL, 1}, {"attn_q.weight", d, q, NULL, &L->wq, 1},
+			{"attn_k.weight", d, kvd, NULL, &L->wk, 1}, {"attn_v.weight", d, kvd, NULL, &L->wv, 1},
+			{"attn_q.bias", q, 0, &L->bq, NULL, bias}, {"attn_k.bias", kvd, 0, &L->bk, NULL, bias},
+			{"attn_v.bias", kvd, 0, &L->bv, NULL, bias},
+			{"attn_q_norm.weight", hd, 0, &L->q_norm, NULL, arch->qk_norm},
+			{"attn_k_norm.weight", hd, 0, &L->k_norm, NULL, arch->qk_norm},
+			{"attn_output.weight", q, d, NULL, &L->wo, 1}, {"ffn_norm.weight", d, 0, &L->ffn_norm, NULL, 1},
+			{"ffn_gate.weight", d, f, NULL, &L->w_gate, 1}, {"ffn_up.weight", d, f, NULL, &L->w_up, 1},
+			{"ffn_down.weight", f, d, NULL, &L->w_down, 1},
 		};
 		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
 			char name[64];
-			snprintf(name, sizeof name, "blk.%d.%s.weight", l, w[i].suffix);
+			snprintf(name, sizeof name, "blk.%d.%s", l, w[i].suffix);
+			if (w[i].need == 0 || (w[i].need < 0 && !find_tensor(&ts, name)))
+				continue;
 			rc = w[i].vec ? vector(&ts, name, w[i].ne0, w[i].vec)
 				      : matrix(&ts, name, w[i].ne0, w[i].ne1, w[i].mat);
 			if (rc)
@@ -868,6 +954,8 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 			if (w[i].mat)
 				m->matrix_bytes += (uint64_t)w[i].mat->row_bytes * (uint64_t)w[i].mat->rows;
 		}
+		if (!L->bq != !L->bk || !L->bq != !L->bv)
+			return fail(r, PM_ERR_MODEL, "blk.%d: attn_q/k/v.bias must all be present or all absent", l);
 	}
 	if ((rc = vector(&ts, "output_norm.weight", d, &m->out_norm)))
 		return rc;

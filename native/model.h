@@ -5,7 +5,8 @@
  * Tensor layout: GGUF lists dimensions innermost first (ne[0] is contiguous).
  * A Llama linear weight with ne = [in, out] is therefore a row-major matrix
  * [out][in]: row r holds the weights of output r, contiguous over the input.
- * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0).
+ * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0)
+ * for llama, and (x[i], x[i+head_dim/2]) (NEOX) for qwen2/qwen3: rope_type.
  */
 #ifndef PM_MODEL_H
 #define PM_MODEL_H
@@ -75,24 +76,30 @@ typedef struct {
 	pm_weight w_gate;       /* [ffn_dim][dim] */
 	pm_weight w_up;         /* [ffn_dim][dim] */
 	pm_weight w_down;       /* [dim][ffn_dim] */
+	/* optional 1-D tensors, F32 (NULL when the architecture or file has none) */
+	const float *bq;     /* [n_heads*head_dim] attn_q.bias */
+	const float *bk;     /* [n_kv_heads*head_dim] attn_k.bias */
+	const float *bv;     /* [n_kv_heads*head_dim] attn_v.bias */
+	const float *q_norm; /* [head_dim] attn_q_norm: RMSNorm of each query head (qwen3) */
+	const float *k_norm; /* [head_dim] attn_k_norm: RMSNorm of each key head (qwen3) */
 } pm_layer;
 
 typedef struct {
 	/* identity */
 	char name[PM_NAME_MAX]; /* general.name ("" if absent; cut to PM_NAME_MAX-1 bytes) */
-	char arch[32];          /* general.architecture, must be "llama" */
+	char arch[32];          /* general.architecture: "llama", "qwen2" or "qwen3" (arch.h) */
 
-	/* hyperparameters (llama.* keys) */
-	int dim;        /* llama.embedding_length */
-	int n_layers;   /* llama.block_count (<= PM_MAX_LAYERS) */
-	int n_heads;    /* llama.attention.head_count */
-	int n_kv_heads; /* llama.attention.head_count_kv (defaults to n_heads) */
-	int head_dim;   /* dim / n_heads */
-	int ffn_dim;    /* llama.feed_forward_length */
+	/* hyperparameters (<arch>.* keys; ARCH below is the architecture's name) */
+	int dim;        /* ARCH.embedding_length */
+	int n_layers;   /* ARCH.block_count (<= PM_MAX_LAYERS) */
+	int n_heads;    /* ARCH.attention.head_count */
+	int n_kv_heads; /* ARCH.attention.head_count_kv (defaults to n_heads) */
+	int head_dim;   /* ARCH.attention.key_length (= value_length; defaults to dim / n_heads) */
+	int ffn_dim;    /* ARCH.feed_forward_length */
 	int vocab;      /* rows of token_embd */
-	int ctx_len;    /* llama.context_length */
-	float rms_eps;  /* llama.attention.layer_norm_rms_epsilon (default 1e-5) */
-	float rope_theta; /* llama.rope.freq_base (default 10000) */
+	int ctx_len;    /* ARCH.context_length: the training context (the engine's is configured) */
+	float rms_eps;  /* ARCH.attention.layer_norm_rms_epsilon (default 1e-5) */
+	float rope_theta; /* ARCH.rope.freq_base (default 10000) */
 
 	/* tokenizer.ggml.* (ids are -1 when absent) */
 	int32_t bos_id, eos_id, pad_id;
@@ -124,6 +131,11 @@ typedef struct {
 	int f16;              /* 1 when any weight is stored as F16 */
 	uint64_t type_mask;   /* bit t set when some matrix has type t (PM_TYPE_*) */
 	uint64_t matrix_bytes; /* bytes of the matrices a decoded token reads (every layer matrix and the output) */
+
+	/* architecture features (added after the fields above) */
+	int rope_type;          /* PM_ROPE_NORM or PM_ROPE_NEOX (arch.h), by architecture */
+	float rope_freq_scale;  /* 1 / ARCH.rope.scaling.factor (linear scaling), else 1 (0 means 1) */
+	const float *rope_freqs; /* [head_dim/2] rope_freqs.weight (Llama 3 scaling), or NULL */
 } pm_model;
 
 /*

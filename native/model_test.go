@@ -395,7 +395,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing architecture", rebuild(func(f *gguf.File) { delKV(f, "general.architecture") }),
 			native.StatusModel, false, "missing key general.architecture"},
 		{"wrong architecture", rebuild(func(f *gguf.File) { setKV(f, "general.architecture", "gpt2") }),
-			native.StatusModel, false, `general.architecture: "gpt2" is not supported (want "llama")`},
+			native.StatusModel, false, `general.architecture: "gpt2" is not supported (want one of llama, qwen2, qwen3)`},
 		{"architecture not a string", rebuild(func(f *gguf.File) { setKV(f, "general.architecture", uint32(1)) }),
 			native.StatusModel, false, "general.architecture: type uint32, want string"},
 		{"integer key of wrong type", rebuild(func(f *gguf.File) { setKV(f, "llama.block_count", "2") }),
@@ -585,6 +585,11 @@ func FuzzLoad(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(f16)
+	shape, err := seedShapeModel().Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(shape)
 	for _, n := range []int{0, 3, 8, 24, 40, 300, len(valid) / 2, len(valid) - 1} {
 		f.Add(valid[:n])
 	}

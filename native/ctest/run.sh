@@ -6,7 +6,8 @@
 # ThreadSanitizer and runs it with 2 threads (the thread pool and the
 # threaded kernels). Any sanitizer finding fails the run (halt_on_error, no
 # recovery). The tests get the tiny model's path in PICOMETER_TINY_MODEL
-# (regenerated each run).
+# (regenerated each run) and the tiny shape models' directory in
+# PICOMETER_SHAPES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-gcc}
@@ -24,6 +25,12 @@ go build -o "$out/mkmodel" ./native/cmd/mkmodel
 for type in f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k; do
 	"$out/mkmodel" -preset tiny-k -type "$type" -o "$PICOMETER_TYPED_MODELS/tiny-k-$type.gguf"
 done
+# The tiny models with real-model shape features (test_shapes.c).
+export PICOMETER_SHAPES_DIR=$PWD/$out/shapes
+mkdir -p "$PICOMETER_SHAPES_DIR"
+for p in tiny-llama3 tiny-qwen2 tiny-qwen3; do
+	"$out/mkmodel" -preset "$p" -o "$PICOMETER_SHAPES_DIR/$p.gguf"
+done
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 srcs=(native/*.c)
@@ -35,7 +42,8 @@ for t in native/ctest/test_*.c; do
 	bin=$out/$(basename "${t%.c}")
 	"$CC" "${flags[@]}" "${srcs[@]}" "$t" -o "$bin" -lm -lpthread
 	runs=(1 2)
-	[[ $t == */test_gguf.c ]] && runs=(1) # the loader starts no threads
+	# the loader starts no threads; test_shapes sets its own thread counts
+	[[ $t == */test_gguf.c || $t == */test_shapes.c ]] && runs=(1)
 	for threads in "${runs[@]}"; do
 		echo "== $bin (threads $threads)"
 		if ! PICOMETER_TEST_THREADS=$threads "$bin" "native/ctest"; then

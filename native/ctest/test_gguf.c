@@ -432,7 +432,7 @@ static void test_errors(void)
 	       "tensor blk.0.ffn_gate.weight: type i8 is not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
 	       "q8_0, q4_K, q5_K or q6_K)");
 	s = micro_spec(); s.arch = "gpt2";
-	expect("arch", &s, PM_ERR_MODEL, "general.architecture: \"gpt2\" is not supported (want \"llama\")");
+	expect("arch", &s, PM_ERR_MODEL, "general.architecture: \"gpt2\" is not supported (want one of llama, qwen2, qwen3)");
 	s = micro_spec(); s.arch = NULL;
 	expect("no arch", &s, PM_ERR_MODEL, "missing key general.architecture");
 	s = micro_spec(); s.no_layers = 1;

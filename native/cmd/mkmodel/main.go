@@ -4,6 +4,13 @@
 //	go run ./native/cmd/mkmodel -preset tiny -o build/models/tiny.gguf
 //	go run ./native/cmd/mkmodel -preset default -o build/models/default.gguf
 //	go run ./native/cmd/mkmodel -preset default -type q4_k_m -o build/models/default-q4_k_m.gguf
+//	go run ./native/cmd/mkmodel -preset smollm2-135m -o build/models/smollm2-135m.gguf
+//
+// Presets: default and tiny (the served and the test model), tiny-k, the
+// real shapes smollm2-135m, qwen2.5-0.5b and llama-3.2-1b (random weights,
+// the checkpoints' hyperparameters), and tiny-llama3, tiny-qwen2 and
+// tiny-qwen3 (tiny models with those shapes' features, for tests). Large
+// presets take a while; when stderr is a terminal mkmodel shows progress.
 //
 // The same flags always give the same bytes. The file is written to a
 // temporary name and renamed, so a concurrent reader never sees half of it.
@@ -19,7 +26,7 @@ import (
 )
 
 func main() {
-	preset := flag.String("preset", "default", "model preset: default, tiny or tiny-k")
+	preset := flag.String("preset", "default", "model preset: "+strings.Join(presets(), ", "))
 	out := flag.String("o", "", "output file (required)")
 	seed := flag.Uint64("seed", 0, "weight seed (0 keeps the preset's seed)")
 	tied := flag.Bool("tied", false, "omit output.weight: the logits reuse token_embd")
@@ -35,7 +42,7 @@ func main() {
 func run(preset, out string, seed uint64, tied, f16 bool, typ string) error {
 	p, ok := modelgen.Lookup(preset)
 	if !ok {
-		return fmt.Errorf("-preset %q: want default, tiny or tiny-k", preset)
+		return fmt.Errorf("-preset %q: want one of %s", preset, strings.Join(presets(), ", "))
 	}
 	if f16 && typ != "" && typ != "f16" {
 		return fmt.Errorf("-f16 and -type %s disagree", typ)
@@ -46,9 +53,33 @@ func run(preset, out string, seed uint64, tied, f16 bool, typ string) error {
 	if seed != 0 {
 		p.Seed = seed
 	}
-	p.Tied, p.F16, p.Type = tied, f16, typ
+	p.Tied = p.Tied || tied // the real-shape presets are tied already
+	p.F16, p.Type = f16, typ
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("-type: %w", err)
 	}
-	return modelgen.Write(out, p)
+	return modelgen.WriteProgress(out, p, progress(os.Stderr, out))
+}
+
+func presets() []string {
+	return append([]string{"default", "tiny", "tiny-k"}, modelgen.ShapePresets...)
+}
+
+// progress returns a progress printer for w when it is a terminal, else nil.
+func progress(w *os.File, out string) func(done, total int64) {
+	if st, err := w.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	last := -1
+	return func(done, total int64) {
+		pct := int(100 * done / max(total, 1))
+		if pct == last {
+			return
+		}
+		last = pct
+		fmt.Fprintf(w, "\rmkmodel: %s: %3d%% of %.1fM weights", out, pct, float64(total)/1e6)
+		if done == total {
+			fmt.Fprintf(w, ", writing\n")
+		}
+	}
 }

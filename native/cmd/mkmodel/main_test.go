@@ -45,7 +45,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("run(%q, %q): %v, want %q", preset, out, err, want)
 		}
 	}
-	f2("huge", path, `-preset "huge": want default, tiny or tiny-k`)
+	f2("huge", path, `-preset "huge": want one of default, tiny, tiny-k, smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, tiny-llama3, tiny-qwen2, tiny-qwen3`)
 	f2("tiny", "", "-o FILE is required")
 	if err := run("tiny", path, 0, false, true, "q8_0"); err == nil || err.Error() != "-f16 and -type q8_0 disagree" {
 		t.Errorf("-f16 -type q8_0: %v", err)

@@ -41,6 +41,9 @@ func TestGolden(t *testing.T) {
 	seed2 := Tiny
 	seed2.Seed = 2
 	presets := map[string]Preset{"tiny": Tiny, "tiny-tied-f16": tiedF16, "tiny-seed-2": seed2, "default": Default}
+	for _, name := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3"} {
+		presets[name] = shapes[name]
+	}
 	if testing.Short() {
 		delete(presets, "default")
 	}

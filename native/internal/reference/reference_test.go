@@ -273,7 +273,7 @@ func TestLoadErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", name, err, want)
 		}
 	}
-	f("arch", func(g *gguf.File) { g.KV[0].Value = "gpt2" }, "reference: general.architecture gpt2, want llama")
+	f("arch", func(g *gguf.File) { g.KV[0].Value = "gpt2" }, "reference: general.architecture gpt2, want llama, qwen2 or qwen3")
 	f("missing tensor", func(g *gguf.File) { g.Tensors = append(g.Tensors[:3], g.Tensors[4:]...) },
 		"reference: tensor blk.0.attn_k.weight: missing")
 	f("shape", func(g *gguf.File) { g.Tensor("blk.1.ffn_down.weight").Dims = []uint64{64, 172} },
