@@ -78,10 +78,15 @@ type EngineConfig struct {
 	// MaxWaiting bounds the engine's waiting queue; a request beyond it is a
 	// 429 (code queue_full). Default 256.
 	MaxWaiting int `toml:"max_waiting"`
-	// Threads is the number of compute threads. Default 1.
+	// Threads is the number of compute threads. Default: the online CPUs
+	// (at most 64).
 	Threads int `toml:"threads"`
 	// Kernel is "auto", "avx2" or "portable". Default "auto".
 	Kernel string `toml:"kernel"`
+	// Context is the most tokens (prompt and output) a request may hold;
+	// the KV cache is sized by it. 0 means the model's context_length, at
+	// most 4096 (native.DefaultContext); at most the model's. Default 0.
+	Context int `toml:"context"`
 }
 
 // MetricsConfig is the [metrics] table: the NDJSON event emitter.
@@ -240,5 +245,6 @@ func (c *Config) NativeConfig() native.Config {
 	e := c.Engine
 	nc.BMax, nc.SpecK, nc.PrefillChunk, nc.BlockSize = e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize
 	nc.KVBlocks, nc.MaxWaiting, nc.Threads, nc.Kernel = e.KVBlocks, e.MaxWaiting, e.Threads, e.Kernel
+	nc.Context = e.Context
 	return nc
 }

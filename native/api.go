@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	_ "unsafe" // go:linkname
 )
 
@@ -40,7 +41,8 @@ type Config struct {
 	// slot is taken). Submit returns ErrQueueFull beyond it; 0 means no
 	// queue: a request is admitted at once or refused. Default 256.
 	MaxWaiting int
-	// Threads is the number of compute threads. Default 1.
+	// Threads is the number of compute threads (decode, batched decode and
+	// prefill). Default: the online CPUs (runtime.NumCPU), at most 64.
 	Threads int
 	// StepRing is how many step records are kept between two snapshots;
 	// older ones are dropped and counted (steps_dropped). Default 4096.
@@ -51,12 +53,22 @@ type Config struct {
 	// Kernel selects the matmul/attention kernels: "auto" (default: AVX2+FMA
 	// when the CPU has them), "avx2" or "portable".
 	Kernel string
+	// Context is the most tokens (prompt plus output) one request holds;
+	// the KV cache and the per-request buffers are sized by it, not by the
+	// file's training context. 0 (the default) means the model's
+	// context_length, at most DefaultContext; otherwise 2..the model's
+	// context_length. Engine.Info().ContextLength reports the value in use.
+	Context int
 }
+
+// DefaultContext is the context an engine uses when Config.Context is 0 and
+// the model was trained on a longer one (engine.h PM_DEFAULT_CTX).
+const DefaultContext = 4096
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{BMax: 8, SpecK: 4, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
-		Threads: 1, StepRing: 4096, Kernel: "auto"}
+		Threads: min(runtime.NumCPU(), 64), StepRing: 4096, Kernel: "auto"}
 }
 
 // Validate returns an error naming the first field out of range.
@@ -79,6 +91,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("threads: %d not in 1..64", c.Threads)
 	case c.StepRing < 1 || c.StepRing > maxRing:
 		return fmt.Errorf("step_ring: %d not in 1..%d", c.StepRing, maxRing)
+	case c.Context != 0 && (c.Context < 2 || c.Context > 1<<22):
+		return fmt.Errorf("context: %d not 0 or in 2..%d", c.Context, 1<<22)
 	}
 	switch c.Kernel {
 	case "", "auto", "avx2", "portable":
@@ -90,14 +104,17 @@ func (c *Config) Validate() error {
 
 // ModelInfo describes the loaded model.
 type ModelInfo struct {
-	Name          string // general.name
-	Arch          string // general.architecture ("llama")
-	Dim           int
-	Layers        int
-	Heads         int
-	KVHeads       int
-	FFN           int
-	Vocab         int
+	Name    string // general.name
+	Arch    string // general.architecture ("llama", "qwen2" or "qwen3")
+	Dim     int
+	Layers  int
+	Heads   int
+	KVHeads int
+	FFN     int
+	Vocab   int
+	// ContextLength is the model's context_length as read from the file;
+	// for an open engine (Engine.Info) it is the engine's context
+	// (Config.Context as resolved), which bounds every request.
 	ContextLength int
 	BOS, EOS, Pad int32    // -1 when the file names none
 	Tokens        []string // tokenizer.ggml.tokens, by id

@@ -30,8 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels.h"
+#include "arch.h"
+#include "rope.h"
 
 /* n-gram lookup: the longest suffix of the context (at most NGRAM_MAX tokens,
  * at least NGRAM_MIN) that occurred before; the tokens after it are the draft.
@@ -112,6 +115,7 @@ struct pm_engine {
 	pm_model owned_model; /* pm_engine_open's model */
 	int owns_model;
 	const pm_kernels *k;
+	pm_dequant_fn dq[PM_TYPE_COUNT]; /* row dequantizers of the chosen kernel set */
 
 	/* model shape */
 	int dim, n_layers, n_heads, n_kv_heads, hd, qdim, kvdim, ffn, vocab, ctx;
@@ -161,6 +165,8 @@ struct pm_engine {
 	float *lx;          /* [max_logit_rows][dim] final-normed rows */
 	float *logits;      /* [max_logit_rows][vocab] */
 	float *att_scratch; /* [threads][heads per kv head][ctx] scores */
+	float *w_scratch;   /* [threads][w_scratch_len] dequantized weight tiles */
+	size_t w_scratch_len; /* 4 rows of the widest matrix */
 	int32_t *row_tok;   /* [max_rows] */
 	int32_t *row_pos;   /* [max_rows] */
 	int32_t *row_slot;  /* [max_rows] */
@@ -220,6 +226,23 @@ int64_t pm_now(void)
  * model: shape checks, RoPE tables, the forward pass over a ragged batch
  */
 
+/* check_weight: w is a [rows][cols] matrix of a type the kernels compute. */
+static int check_weight(pm_engine *e, const char *name, int layer, const pm_weight *w, int rows,
+			int cols)
+{
+	size_t rb = pm_type_row_bytes(w->type, cols);
+	if (w->data && w->rows == rows && w->cols == cols && rb != 0 && w->row_bytes == rb)
+		return PM_OK;
+	char what[48];
+	if (layer >= 0)
+		snprintf(what, sizeof what, "layer %d %s", layer, name);
+	else
+		snprintf(what, sizeof what, "%s", name);
+	return seterr(e, PM_ERR_MODEL,
+		      "model: %s: want a [%d][%d] matrix of a supported type, have [%d][%d] type %u",
+		      what, rows, cols, (int)w->rows, (int)w->cols, (unsigned)w->type);
+}
+
 static int check_model(pm_engine *e, const pm_model *m)
 {
 	if (m->dim < 1 || m->n_layers < 1 || m->n_layers > PM_MAX_LAYERS || m->n_heads < 1 ||
@@ -238,16 +261,30 @@ static int check_model(pm_engine *e, const pm_model *m)
 	if ((int64_t)m->n_heads * m->head_dim > (1 << 24) || m->dim > (1 << 24) ||
 	    m->ffn_dim > (1 << 26) || m->vocab > (1 << 24) || m->ctx_len > (1 << 22))
 		return seterr(e, PM_ERR_MODEL, "model: dimensions too large for this engine");
-	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0))
-		return seterr(e, PM_ERR_MODEL, "model: bad rms_eps %g or rope_theta %g",
-			      (double)m->rms_eps, (double)m->rope_theta);
-	if (!m->tok_embd || !m->out_norm || !m->output)
-		return seterr(e, PM_ERR_MODEL, "model: missing token_embd, output_norm or output");
+	if (!(m->rms_eps >= 0) || !(m->rope_theta > 0) || !(m->rope_freq_scale >= 0) ||
+	    isinf(m->rope_freq_scale))
+		return seterr(e, PM_ERR_MODEL, "model: bad rms_eps %g, rope_theta %g or rope_freq_scale %g",
+			      (double)m->rms_eps, (double)m->rope_theta, (double)m->rope_freq_scale);
+	if (m->rope_type != PM_ROPE_NORM && m->rope_type != PM_ROPE_NEOX)
+		return seterr(e, PM_ERR_MODEL, "model: unknown RoPE type %d", m->rope_type);
+	int qd = m->n_heads * m->head_dim, kvd = m->n_kv_heads * m->head_dim, rc;
+	if (!m->out_norm)
+		return seterr(e, PM_ERR_MODEL, "model: missing output_norm");
+	if ((rc = check_weight(e, "token_embd", -1, &m->tok_embd, m->vocab, m->dim)) ||
+	    (rc = check_weight(e, "output", -1, &m->output, m->vocab, m->dim)))
+		return rc;
 	for (int l = 0; l < m->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
-		if (!L->attn_norm || !L->wq || !L->wk || !L->wv || !L->wo || !L->ffn_norm ||
-		    !L->w_gate || !L->w_up || !L->w_down)
-			return seterr(e, PM_ERR_MODEL, "model: layer %d is missing a tensor", l);
+		if (!L->attn_norm || !L->ffn_norm)
+			return seterr(e, PM_ERR_MODEL, "model: layer %d is missing a norm", l);
+		if ((rc = check_weight(e, "attn_q", l, &L->wq, qd, m->dim)) ||
+		    (rc = check_weight(e, "attn_k", l, &L->wk, kvd, m->dim)) ||
+		    (rc = check_weight(e, "attn_v", l, &L->wv, kvd, m->dim)) ||
+		    (rc = check_weight(e, "attn_output", l, &L->wo, m->dim, qd)) ||
+		    (rc = check_weight(e, "ffn_gate", l, &L->w_gate, m->ffn_dim, m->dim)) ||
+		    (rc = check_weight(e, "ffn_up", l, &L->w_up, m->ffn_dim, m->dim)) ||
+		    (rc = check_weight(e, "ffn_down", l, &L->w_down, m->dim, m->ffn_dim)))
+			return rc;
 	}
 	if (m->eos_id >= m->vocab || m->bos_id >= m->vocab)
 		return seterr(e, PM_ERR_MODEL, "model: eos %d or bos %d outside vocabulary %d",
@@ -255,32 +292,39 @@ static int check_model(pm_engine *e, const pm_model *m)
 	return PM_OK;
 }
 
-/* RoPE (ggml mode 0): pair (x[2i], x[2i+1]) of a head at position p turns by
- * p * theta^(-2i/hd). */
+/* RoPE tables for positions 0..ctx-1 (rope.h: base, linear scale, rope_freqs). */
 static void build_rope(pm_engine *e)
 {
-	int half = e->hd / 2;
-	for (int p = 0; p < e->ctx; p++)
-		for (int i = 0; i < half; i++) {
-			double f = pow((double)e->m->rope_theta, -2.0 * i / e->hd);
-			double a = p * f;
-			e->rope_cos[(size_t)p * half + i] = (float)cos(a);
-			e->rope_sin[(size_t)p * half + i] = (float)sin(a);
-		}
+	float scale = e->m->rope_freq_scale ? e->m->rope_freq_scale : 1.0f;
+	pm_rope_table(e->rope_cos, e->rope_sin, e->ctx, e->hd, e->m->rope_theta, scale,
+		      e->m->rope_freqs);
 }
 
 static void rope(const pm_engine *e, float *v, int heads, int pos)
 {
 	int half = e->hd / 2;
-	const float *c = e->rope_cos + (size_t)pos * half, *s = e->rope_sin + (size_t)pos * half;
-	for (int h = 0; h < heads; h++) {
-		float *x = v + (size_t)h * e->hd;
-		for (int i = 0; i < half; i++) {
-			float x0 = x[2 * i], x1 = x[2 * i + 1];
-			x[2 * i] = x0 * c[i] - x1 * s[i];
-			x[2 * i + 1] = x0 * s[i] + x1 * c[i];
-		}
-	}
+	pm_rope_apply(v, heads, e->hd, e->rope_cos + (size_t)pos * half,
+		      e->rope_sin + (size_t)pos * half, e->m->rope_type);
+}
+
+/* add_bias adds b[m] to every row of out[n][m] (no-op when b is NULL). */
+static void add_bias(float *out, const float *b, int n, int m)
+{
+	if (!b)
+		return;
+	for (int r = 0; r < n; r++)
+		for (int i = 0; i < m; i++)
+			out[(size_t)r * m + i] += b[i];
+}
+
+/* head_norm RMS-normalizes each of heads heads of hd floats in v with w[hd]
+ * (qwen3's attn_q_norm / attn_k_norm; no-op when w is NULL). */
+static void head_norm(const pm_engine *e, float *v, int heads, const float *w)
+{
+	if (!w)
+		return;
+	for (int h = 0; h < heads; h++)
+		e->k->rmsnorm(v + (size_t)h * e->hd, v + (size_t)h * e->hd, w, e->hd, e->m->rms_eps);
 }
 
 static float *kv_at(const pm_engine *e, float *cache, int layer, int block, int off)
@@ -294,26 +338,29 @@ static void run_job(pm_engine *e, job_fn fn, const void *arg);
 
 typedef struct {
 	float *out;
-	const float *x, *w;
-	int n, k, m;
+	const float *x;
+	const pm_weight *w;
+	int n;
 } mm_job;
 
 static void mm_task(pm_engine *e, const void *arg, int t, int nt)
 {
 	const mm_job *j = arg;
-	/* split the weight rows into nt ranges, each a multiple of 4 rows */
-	int tiles = (j->m + 3) / 4;
+	/* split the weight rows into nt ranges, each a multiple of 4 rows: a
+	 * row's result never depends on the split (kernels.h) */
+	int m = j->w->rows, tiles = (m + 3) / 4;
 	int m0 = (int)((int64_t)tiles * t / nt) * 4, m1 = (int)((int64_t)tiles * (t + 1) / nt) * 4;
-	if (m1 > j->m)
-		m1 = j->m;
+	if (m1 > m)
+		m1 = m;
 	if (m0 < m1)
-		e->k->matmul(j->out, (size_t)j->m, j->x, j->w, j->n, j->k, m0, m1);
+		pm_matmul_w(e->k, e->dq[j->w->type], j->out, (size_t)m, j->x, j->w, j->n, m0, m1,
+			    e->w_scratch + (size_t)t * e->w_scratch_len);
 }
 
-/* out[n][m] = x[n][k] . w[m][k]^T */
-static void matmul(pm_engine *e, float *out, const float *x, const float *w, int n, int k, int m)
+/* out[n][w.rows] = x[n][w.cols] . w^T */
+static void matmul(pm_engine *e, float *out, const float *x, const pm_weight *w, int n)
 {
-	mm_job j = {out, x, w, n, k, m};
+	mm_job j = {out, x, w, n};
 	run_job(e, mm_task, &j);
 }
 
@@ -353,19 +400,23 @@ static void forward(pm_engine *e, int n, int nl)
 	const pm_kernels *k = e->k;
 	int D = e->dim;
 	for (int r = 0; r < n; r++)
-		memcpy(e->x + (size_t)r * D, m->tok_embd + (size_t)e->row_tok[r] * D,
-		       (size_t)D * sizeof(float));
+		e->dq[m->tok_embd.type](e->x + (size_t)r * D, pm_weight_row(&m->tok_embd, e->row_tok[r]), D);
 	for (int l = 0; l < e->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		for (int r = 0; r < n; r++)
 			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->attn_norm, D,
 				   m->rms_eps);
-		matmul(e, e->q, e->xb, L->wq, n, D, e->qdim);
-		matmul(e, e->kr, e->xb, L->wk, n, D, e->kvdim);
-		matmul(e, e->vr, e->xb, L->wv, n, D, e->kvdim);
+		matmul(e, e->q, e->xb, &L->wq, n);
+		matmul(e, e->kr, e->xb, &L->wk, n);
+		matmul(e, e->vr, e->xb, &L->wv, n);
+		add_bias(e->q, L->bq, n, e->qdim);
+		add_bias(e->kr, L->bk, n, e->kvdim);
+		add_bias(e->vr, L->bv, n, e->kvdim);
 		for (int r = 0; r < n; r++) {
 			int p = e->row_pos[r];
 			const slot *s = &e->slots[e->row_slot[r]];
+			head_norm(e, e->q + (size_t)r * e->qdim, e->n_heads, L->q_norm);
+			head_norm(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, L->k_norm);
 			rope(e, e->q + (size_t)r * e->qdim, e->n_heads, p);
 			rope(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, p);
 			int blk = s->table[p / e->bs], off = p % e->bs;
@@ -376,17 +427,17 @@ static void forward(pm_engine *e, int n, int nl)
 		}
 		att_job aj = {l, n};
 		run_job(e, att_task, &aj);
-		matmul(e, e->xb, e->att, L->wo, n, e->qdim, D);
+		matmul(e, e->xb, e->att, &L->wo, n);
 		for (size_t i = 0; i < (size_t)n * D; i++)
 			e->x[i] += e->xb[i];
 		for (int r = 0; r < n; r++)
 			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->ffn_norm, D,
 				   m->rms_eps);
-		matmul(e, e->hb, e->xb, L->w_gate, n, D, e->ffn);
-		matmul(e, e->hb2, e->xb, L->w_up, n, D, e->ffn);
+		matmul(e, e->hb, e->xb, &L->w_gate, n);
+		matmul(e, e->hb2, e->xb, &L->w_up, n);
 		for (int r = 0; r < n; r++)
 			k->swiglu(e->hb + (size_t)r * e->ffn, e->hb2 + (size_t)r * e->ffn, e->ffn);
-		matmul(e, e->xb, e->hb, L->w_down, n, e->ffn, D);
+		matmul(e, e->xb, e->hb, &L->w_down, n);
 		for (size_t i = 0; i < (size_t)n * D; i++)
 			e->x[i] += e->xb[i];
 	}
@@ -394,7 +445,7 @@ static void forward(pm_engine *e, int n, int nl)
 		k->rmsnorm(e->lx + (size_t)i * D, e->x + (size_t)e->logit_row[i] * D, m->out_norm, D,
 			   m->rms_eps);
 	if (nl > 0)
-		matmul(e, e->logits, e->lx, m->output, nl, D, e->vocab);
+		matmul(e, e->logits, e->lx, &m->output, nl);
 }
 
 /* ============================================================================
@@ -402,7 +453,19 @@ static void forward(pm_engine *e, int n, int nl)
  * thread pool that splits a job's rows among compute threads
  */
 
+static int pick_kernels(pm_engine *e);
+
 static int select_kernels(pm_engine *e)
+{
+	int rc = pick_kernels(e);
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < PM_TYPE_COUNT; t++)
+		e->dq[t] = pm_dequant(t, e->k != &pm_kernels_portable);
+	return PM_OK;
+}
+
+static int pick_kernels(pm_engine *e)
 {
 	const pm_kernels *avx2 = pm_kernels_avx2();
 	switch (e->cfg.kernel) {
@@ -1230,7 +1293,8 @@ void pm_engine_config_default(pm_engine_config *c)
 	c->block_size = 16;
 	c->kv_blocks = 0;
 	c->max_waiting = 256;
-	c->threads = 1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* the online CPUs, 1..64 */
+	c->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int32_t)cpus;
 	c->step_ring = 4096;
 	c->kernel = PM_KERNEL_AUTO;
 }
@@ -1247,6 +1311,8 @@ static int check_config(pm_engine *e, const pm_engine_config *c)
 		return seterr(e, PM_ERR_ARG, "block_size: %d < 1", (int)c->block_size);
 	if (c->kv_blocks < 0)
 		return seterr(e, PM_ERR_ARG, "kv_blocks: %d < 0", (int)c->kv_blocks);
+	if (c->ctx != 0 && (c->ctx < 2 || c->ctx > (1 << 22)))
+		return seterr(e, PM_ERR_ARG, "ctx: %d not 0 or in 2..%d", (int)c->ctx, 1 << 22);
 	if (c->max_waiting < 0 || c->max_waiting > (1 << 24))
 		return seterr(e, PM_ERR_ARG, "max_waiting: %d not in 0..%d", (int)c->max_waiting,
 			      1 << 24);
@@ -1346,7 +1412,11 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	e->kvdim = m->n_kv_heads * m->head_dim;
 	e->ffn = m->ffn_dim;
 	e->vocab = m->vocab;
-	e->ctx = m->ctx_len;
+	e->ctx = e->cfg.ctx ? e->cfg.ctx : m->ctx_len < PM_DEFAULT_CTX ? m->ctx_len : PM_DEFAULT_CTX;
+	if (e->ctx > m->ctx_len)
+		return seterr(e, PM_ERR_ARG, "ctx: %d exceeds the model's context_length %d",
+			      (int)e->cfg.ctx, m->ctx_len);
+	e->cfg.ctx = e->ctx;
 	e->attn_scale = 1.0f / sqrtf((float)e->hd);
 
 	int b = e->cfg.b_max;
@@ -1397,6 +1467,10 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	ALLOC(e->lx, (size_t)e->max_logit_rows * e->dim);
 	ALLOC(e->logits, (size_t)e->max_logit_rows * e->vocab);
 	ALLOC(e->att_scratch, (size_t)e->cfg.threads * g * e->ctx);
+	int widest = e->dim > e->qdim ? e->dim : e->qdim;
+	widest = widest > e->ffn ? widest : e->ffn;
+	e->w_scratch_len = (size_t)4 * widest;
+	ALLOC(e->w_scratch, (size_t)e->cfg.threads * e->w_scratch_len);
 	ALLOC(e->row_tok, e->max_rows);
 	ALLOC(e->row_pos, e->max_rows);
 	ALLOC(e->row_slot, e->max_rows);
@@ -1465,6 +1539,7 @@ void pm_engine_free(pm_engine *e)
 	free(e->lx);
 	free(e->logits);
 	free(e->att_scratch);
+	free(e->w_scratch);
 	free(e->row_tok);
 	free(e->row_pos);
 	free(e->row_slot);

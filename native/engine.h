@@ -27,6 +27,7 @@
 #define PM_MAX_SPEC_K 8 /* largest spec_k (schema.MaxSpecK) */
 #define PM_MAX_STOP 16  /* most stop tokens per request */
 #define PM_ERRMSG_MAX 256
+#define PM_DEFAULT_CTX 4096 /* context when pm_engine_config.ctx is 0 and the model's is longer */
 
 /* Kernel choice (pm_engine_config.kernel). */
 enum { PM_KERNEL_AUTO = 0, PM_KERNEL_AVX2 = 1, PM_KERNEL_PORTABLE = 2 };
@@ -45,10 +46,13 @@ typedef struct {
 	int32_t block_size;    /* KV-cache block size in tokens, >= 1 (default 16) */
 	int32_t kv_blocks;     /* KV blocks in total; 0 = b_max*ceil(ctx/block_size) */
 	int32_t max_waiting;   /* waiting-queue bound, >= 0 (default 256) */
-	int32_t threads;       /* compute threads, 1..64 (default 1) */
+	int32_t threads;       /* compute threads, 1..64 (default: the online CPUs) */
 	int32_t step_ring;     /* step records kept between snapshots, >= 1 (default 4096) */
 	int32_t no_metrics;    /* 1 turns metric recording off (overhead benchmark only) */
 	int32_t kernel;        /* PM_KERNEL_* */
+	int32_t ctx;           /* context: most tokens (prompt + output) of one request; sizes the KV
+				* cache and per-request buffers. 0 = the model's context_length, at
+				* most PM_DEFAULT_CTX; else 2..the model's context_length */
 } pm_engine_config;
 
 /* One request's generation parameters (see native.Params). */

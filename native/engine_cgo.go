@@ -80,6 +80,7 @@ func Open(path string, cfg Config) (*Engine, error) {
 		threads:       C.int32_t(cfg.Threads),
 		step_ring:     C.int32_t(cfg.StepRing),
 		kernel:        C.PM_KERNEL_AUTO,
+		ctx:           C.int32_t(cfg.Context),
 	}
 	if cfg.NoMetrics {
 		cc.no_metrics = 1
@@ -116,9 +117,11 @@ func Open(path string, cfg Config) (*Engine, error) {
 		StepRing:     int(cc.step_ring),
 		NoMetrics:    cc.no_metrics != 0,
 		Kernel:       cfg.Kernel,
+		Context:      int(cc.ctx),
 	}
 	e.info = modelFile(model).Info
 	e.info.Kernel = C.GoString(kernel)
+	e.info.ContextLength = e.cfg.Context
 	e.outs = make([]Output, 0, e.cfg.BMax)
 	e.stats = make([]RequestStats, e.cfg.BMax)
 	e.steps = make([]C.pm_step_record, e.cfg.StepRing)

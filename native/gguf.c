@@ -9,10 +9,14 @@
  * message naming the problem. Nothing here exits, aborts or leaks.
  *
  * What the loader accepts beyond the format: general.architecture "llama",
- * the llama.* hyperparameters model.h lists (checked for range and
- * consistency), F32 or F16 weights of exactly the expected shapes (tensors
- * it does not use are validated as GGUF, then ignored), and optionally
- * tokenizer.ggml.tokens / *_token_id / tokenizer.chat_template.
+ * "qwen2" or "qwen3" (arch.h), the hyperparameters model.h lists under that
+ * architecture's key prefix (checked for range and consistency), RoPE
+ * scaling "none" or "linear" and an optional rope_freqs tensor, weights of
+ * exactly the expected shapes, with the biases and q/k norms the
+ * architecture has, matrices in any type weights.h lists (used in place)
+ * and 1-D tensors in F32, F16 or BF16 (tensors it does not use are
+ * validated as GGUF, then ignored), and optionally tokenizer.ggml.tokens /
+ * *_token_id / tokenizer.chat_template.
  *
  * Sections: errors · reader · owned memory · metadata · tensor infos ·
  * Llama model · API.
@@ -21,6 +25,8 @@
 #define _GNU_SOURCE
 #endif
 #include "model.h"
+
+#include "arch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -450,7 +456,6 @@ static int get_str(rd *r, const pm_model *m, const char *key, const uint8_t **s,
 
 /* ------------------------------------------------------------ tensor infos */
 
-enum { GGML_F32 = 0, GGML_F16 = 1 };
 
 /* ggml's tensor types: name, block size (elements), block bytes (as gguf-py's GGML_QUANT_SIZES). */
 static const struct {
@@ -570,24 +575,6 @@ static int parse_tensors(rd *r, uint64_t n, uint64_t align, tensor_info *ti)
 
 /* ------------------------------------------------------------- Llama model */
 
-static float half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-	if (exp == 0x1f)
-		bits = sign | 0x7f800000u | (man << 13);
-	else if (exp)
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	else if (!man)
-		bits = sign;
-	else {
-		float f = ldexpf((float)man, -24);
-		return sign ? -f : f;
-	}
-	float f;
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
 typedef struct {
 	rd *r;
 	pm_model *m;
@@ -618,46 +605,85 @@ static void shape_str(char *buf, size_t cap, const uint64_t *ne, uint32_t n)
 }
 
 /*
- * weight finds tensor name, checks it is F32 or F16 with shape [ne0] (ne1
- * == 0) or [ne0 ne1], and points *out at its floats: into the file when F32
- * and 4-byte aligned, else at a converted or copied loader-owned buffer.
+ * find_shaped finds tensor name and checks its shape is [ne0] (ne1 == 0)
+ * or [ne0 ne1].
  */
-static int weight(tensors *ts, const char *name, uint64_t ne0, uint64_t ne1, const float **out)
+static int find_shaped(tensors *ts, const char *name, uint64_t ne0, uint64_t ne1,
+		       const tensor_info **out)
 {
-	rd *r = ts->r;
-	char tb[24], have[128], want[128];
+	char have[128], want[128];
 	const tensor_info *t = find_tensor(ts, name);
 	if (!t)
-		return fail(r, PM_ERR_MODEL, "tensor %s: missing", name);
-	if (t->type != GGML_F32 && t->type != GGML_F16)
-		return fail(r, PM_ERR_MODEL, "tensor %s: type %s is not supported (want f32 or f16)", name,
-			    ggml_type_name(t->type, tb));
+		return fail(ts->r, PM_ERR_MODEL, "tensor %s: missing", name);
 	uint64_t wne[2] = {ne0, ne1};
 	uint32_t wn = ne1 ? 2 : 1;
 	if (t->n_dims != wn || t->ne[0] != ne0 || (wn == 2 && t->ne[1] != ne1)) {
 		shape_str(have, sizeof have, t->ne, t->n_dims);
 		shape_str(want, sizeof want, wne, wn);
-		return fail(r, PM_ERR_MODEL, "tensor %s: shape %s want %s", name, have, want);
+		return fail(ts->r, PM_ERR_MODEL, "tensor %s: shape %s want %s", name, have, want);
 	}
-	uint64_t count = ne1 ? ne0 * ne1 : ne0; /* == nbytes / size: the file holds it */
-	if (t->type == GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+	*out = t;
+	return PM_OK;
+}
+
+/*
+ * vector points *out at the floats of the 1-D tensor name of ne0
+ * elements: into the file when F32 and 4-byte aligned, else at a
+ * loader-owned copy (misaligned F32, or F16/BF16 widened: a few KiB).
+ */
+static int vector(tensors *ts, const char *name, uint64_t ne0, const float **out)
+{
+	rd *r = ts->r;
+	char tb[24];
+	const tensor_info *t;
+	int rc = find_shaped(ts, name, ne0, 0, &t);
+	if (rc)
+		return rc;
+	if (t->type != PM_TYPE_F32 && t->type != PM_TYPE_F16 && t->type != PM_TYPE_BF16)
+		return fail(r, PM_ERR_MODEL, "tensor %s: type %s is not supported for a 1-D tensor (want f32, f16 or bf16)",
+			    name, ggml_type_name(t->type, tb));
+	if (t->type == PM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
 		*out = (const float *)(const void *)t->data;
 		return PM_OK;
 	}
-	float *f = own_alloc(ts->m, r, sizeof(float), count, name);
+	float *f = own_alloc(ts->m, r, sizeof(float), ne0, name);
 	if (!f)
 		return PM_ERR_NOMEM;
-	if (t->type == GGML_F32) {
-		memcpy(f, t->data, (size_t)count * sizeof(float));
-	} else {
-		for (uint64_t i = 0; i < count; i++) {
-			uint16_t h;
-			memcpy(&h, t->data + 2 * i, 2);
-			f[i] = half_to_float(h);
-		}
-		ts->m->f16 = 1;
-	}
+	pm_dequant(t->type, 0)(f, t->data, (int)ne0);
 	*out = f;
+	return PM_OK;
+}
+
+/*
+ * matrix fills *out with a view of the 2-D tensor name, [ne1 rows][ne0],
+ * in its stored type: the data stays in the file. Only an F32 matrix the
+ * file left misaligned is copied (the kernels load floats directly).
+ */
+static int matrix(tensors *ts, const char *name, uint64_t ne0, uint64_t ne1, pm_weight *out)
+{
+	rd *r = ts->r;
+	char tb[24];
+	const tensor_info *t;
+	int rc = find_shaped(ts, name, ne0, ne1, &t);
+	if (rc)
+		return rc;
+	size_t row = pm_type_row_bytes(t->type, (int64_t)ne0);
+	if (row == 0 || ne0 > INT32_MAX || ne1 > INT32_MAX)
+		return fail(r, PM_ERR_MODEL,
+			    "tensor %s: type %s is not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K or q6_K)",
+			    name, ggml_type_name(t->type, tb));
+	*out = (pm_weight){.data = t->data, .type = t->type, .rows = (int32_t)ne1, .cols = (int32_t)ne0,
+			   .row_bytes = row};
+	if (t->type == PM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0) {
+		float *f = own_alloc(ts->m, r, sizeof(float), ne0 * ne1, name);
+		if (!f)
+			return PM_ERR_NOMEM;
+		memcpy(f, t->data, (size_t)(ne0 * ne1) * sizeof(float));
+		out->data = f;
+	}
+	ts->m->type_mask |= (uint64_t)1 << t->type;
+	if (t->type == PM_TYPE_F16)
+		ts->m->f16 = 1;
 	return PM_OK;
 }
 
@@ -729,6 +755,51 @@ static int build_special(rd *r, pm_model *m)
 	return PM_OK;
 }
 
+/* akey writes "<arch>.<suffix>" into buf (the architecture's key prefix, as llama.cpp reads it). */
+static const char *akey(char *buf, size_t cap, const pm_model *m, const char *suffix)
+{
+	snprintf(buf, cap, "%s.%s", m->arch, suffix);
+	return buf;
+}
+
+/*
+ * build_rope_scaling reads ARCH.rope.scaling.type / .factor as llama.cpp
+ * does (the type defaults to "linear"; a factor applies as freq_scale =
+ * 1/factor; "none" keeps 1) and the optional rope_freqs.weight tensor of
+ * head_dim/2 per-pair divisors that Llama 3.1+ conversions carry. YaRN and
+ * LongRoPE are refused, naming the key.
+ */
+static int build_rope_scaling(rd *r, pm_model *m, tensors *ts)
+{
+	char k1[96], k2[96], pb[PRINTABLE_MAX];
+	const uint8_t *s;
+	uint64_t n;
+	int rc;
+	m->rope_freq_scale = 1.0f;
+	if ((rc = get_str(r, m, akey(k1, sizeof k1, m, "rope.scaling.type"), &s, &n)))
+		return rc;
+	int none = s && name_eq(s, n, "none");
+	if (s && !none && !name_eq(s, n, "linear"))
+		return fail(r, PM_ERR_MODEL, "%s: \"%s\" is not supported (want \"none\" or \"linear\")", k1,
+			    printable(pb, s, n));
+	float factor = 0;
+	if ((rc = get_float(r, m, akey(k2, sizeof k2, m, "rope.scaling.factor"), &factor)))
+		return rc;
+	if (!factor && (rc = get_float(r, m, akey(k2, sizeof k2, m, "rope.scale_linear"), &factor)))
+		return rc;
+	if (factor && !none)
+		m->rope_freq_scale = 1.0f / factor;
+	if (find_tensor(ts, "rope_freqs.weight")) {
+		if ((rc = vector(ts, "rope_freqs.weight", (uint64_t)m->head_dim / 2, &m->rope_freqs)))
+			return rc;
+		for (int i = 0; i < m->head_dim / 2; i++)
+			if (!(m->rope_freqs[i] > 0) || m->rope_freqs[i] > FLT_MAX)
+				return fail(r, PM_ERR_MODEL, "tensor rope_freqs.weight: element %d is %g, want a positive finite factor",
+					    i, (double)m->rope_freqs[i]);
+	}
+	return PM_OK;
+}
+
 static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 {
 	int rc;
@@ -741,10 +812,12 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 		return fail(r, PM_ERR_MODEL, "missing key general.architecture");
 	if ((rc = get_str(r, m, "general.architecture", &s, &n)))
 		return rc;
-	if (!name_eq(s, n, "llama"))
-		return fail(r, PM_ERR_MODEL, "general.architecture: \"%s\" is not supported (want \"llama\")",
-			    printable(pb, s, n));
-	memcpy(m->arch, "llama", 6);
+	const pm_arch *arch = pm_arch_find(s, (size_t)n);
+	if (!arch)
+		return fail(r, PM_ERR_MODEL, "general.architecture: \"%s\" is not supported (want one of %s)",
+			    printable(pb, s, n), pm_arch_names);
+	snprintf(m->arch, sizeof m->arch, "%s", arch->name);
+	m->rope_type = arch->rope_type;
 	if ((rc = get_str(r, m, "general.name", &s, &n)))
 		return rc;
 	if (s) { /* cut to PM_NAME_MAX-1 bytes */
@@ -753,38 +826,63 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 		m->name[k] = 0;
 	}
 
-	/* hyperparameters */
-	int64_t dim, layers, heads, kv_heads, ffn, ctx, rope_dims, vocab;
-	if ((rc = get_int(r, m, "llama.embedding_length", 1, 1, 65536, &dim)) ||
-	    (rc = get_int(r, m, "llama.block_count", 1, 1, PM_MAX_LAYERS, &layers)) ||
-	    (rc = get_int(r, m, "llama.attention.head_count", 1, 1, 4096, &heads)))
+	/* hyperparameters, under the architecture's prefix */
+	char kdim[96], klay[96], khead[96], kkv[96], kffn[96], kctx[96], kkey[96], kval[96], krot[96],
+		keps[96], kbase[96], kvoc[96];
+	akey(kdim, 96, m, "embedding_length");
+	akey(klay, 96, m, "block_count");
+	akey(khead, 96, m, "attention.head_count");
+	akey(kkv, 96, m, "attention.head_count_kv");
+	akey(kffn, 96, m, "feed_forward_length");
+	akey(kctx, 96, m, "context_length");
+	akey(kkey, 96, m, "attention.key_length");
+	akey(kval, 96, m, "attention.value_length");
+	akey(krot, 96, m, "rope.dimension_count");
+	akey(keps, 96, m, "attention.layer_norm_rms_epsilon");
+	akey(kbase, 96, m, "rope.freq_base");
+	akey(kvoc, 96, m, "vocab_size");
+	int64_t dim, layers, heads, kv_heads, ffn, ctx, rope_dims, vocab, head_dim, v_dim;
+	if ((rc = get_int(r, m, kdim, 1, 1, 65536, &dim)) ||
+	    (rc = get_int(r, m, klay, 1, 1, PM_MAX_LAYERS, &layers)) ||
+	    (rc = get_int(r, m, khead, 1, 1, 4096, &heads)))
 		return rc;
 	kv_heads = heads;
-	if ((rc = get_int(r, m, "llama.attention.head_count_kv", 0, 1, heads, &kv_heads)) ||
-	    (rc = get_int(r, m, "llama.feed_forward_length", 1, 1, 1 << 20, &ffn)) ||
-	    (rc = get_int(r, m, "llama.context_length", 1, 1, 1 << 20, &ctx)))
+	if ((rc = get_int(r, m, kkv, 0, 1, heads, &kv_heads)) ||
+	    (rc = get_int(r, m, kffn, 1, 1, 1 << 20, &ffn)) ||
+	    (rc = get_int(r, m, kctx, 1, 1, 1 << 20, &ctx)))
 		return rc;
-	if (dim % heads)
-		return fail(r, PM_ERR_MODEL, "llama.attention.head_count: %lld does not divide llama.embedding_length %lld",
-			    (long long)heads, (long long)dim);
+	if (find_kv(m, kkey)) {
+		if ((rc = get_int(r, m, kkey, 1, 1, 4096, &head_dim)))
+			return rc;
+		if (head_dim % 2)
+			return fail(r, PM_ERR_MODEL, "%s: %lld is odd; RoPE rotates pairs", kkey, (long long)head_dim);
+	} else {
+		if (dim % heads)
+			return fail(r, PM_ERR_MODEL, "%s: %lld does not divide %s %lld", khead, (long long)heads, kdim,
+				    (long long)dim);
+		head_dim = dim / heads;
+		if (head_dim % 2)
+			return fail(r, PM_ERR_MODEL, "head dim %lld (%s / %s) is odd; RoPE rotates pairs",
+				    (long long)head_dim, kdim, khead);
+	}
 	if (heads % kv_heads)
-		return fail(r, PM_ERR_MODEL,
-			    "llama.attention.head_count_kv: %lld does not divide llama.attention.head_count %lld",
-			    (long long)kv_heads, (long long)heads);
-	int64_t head_dim = dim / heads;
-	if (head_dim % 2)
-		return fail(r, PM_ERR_MODEL, "head dim %lld (llama.embedding_length / llama.attention.head_count) is odd; RoPE rotates pairs",
-			    (long long)head_dim);
+		return fail(r, PM_ERR_MODEL, "%s: %lld does not divide %s %lld", kkv, (long long)kv_heads, khead,
+			    (long long)heads);
+	v_dim = head_dim;
+	if ((rc = get_int(r, m, kval, 0, 1, 4096, &v_dim)))
+		return rc;
+	if (v_dim != head_dim)
+		return fail(r, PM_ERR_MODEL, "%s: %lld, want the key length %lld (different value and key head sizes are not supported)",
+			    kval, (long long)v_dim, (long long)head_dim);
 	rope_dims = head_dim;
-	if ((rc = get_int(r, m, "llama.rope.dimension_count", 0, 1, 65536, &rope_dims)))
+	if ((rc = get_int(r, m, krot, 0, 1, 65536, &rope_dims)))
 		return rc;
 	if (rope_dims != head_dim)
-		return fail(r, PM_ERR_MODEL, "llama.rope.dimension_count: %lld, want the head dim %lld (partial RoPE is not supported)",
+		return fail(r, PM_ERR_MODEL, "%s: %lld, want the head dim %lld (partial RoPE is not supported)", krot,
 			    (long long)rope_dims, (long long)head_dim);
 	m->rms_eps = 1e-5f;
 	m->rope_theta = 10000.0f;
-	if ((rc = get_float(r, m, "llama.attention.layer_norm_rms_epsilon", &m->rms_eps)) ||
-	    (rc = get_float(r, m, "llama.rope.freq_base", &m->rope_theta)))
+	if ((rc = get_float(r, m, keps, &m->rms_eps)) || (rc = get_float(r, m, kbase, &m->rope_theta)))
 		return rc;
 	m->dim = (int)dim;
 	m->n_layers = (int)layers;
@@ -794,15 +892,15 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 	m->ffn_dim = (int)ffn;
 	m->ctx_len = (int)ctx;
 
-	/* vocabulary: the token list, else llama.vocab_size, else the rows of token_embd */
+	/* vocabulary: the token list, else ARCH.vocab_size, else the rows of token_embd */
 	if ((rc = build_tokens(r, m)))
 		return rc;
 	vocab = 0;
-	if ((rc = get_int(r, m, "llama.vocab_size", 0, 1, PM_MAX_VOCAB, &vocab)))
+	if ((rc = get_int(r, m, kvoc, 0, 1, PM_MAX_VOCAB, &vocab)))
 		return rc;
 	if (m->n_tokens) {
 		if (vocab && vocab != m->n_tokens)
-			return fail(r, PM_ERR_MODEL, "llama.vocab_size: %lld, but tokenizer.ggml.tokens has %d tokens",
+			return fail(r, PM_ERR_MODEL, "%s: %lld, but tokenizer.ggml.tokens has %d tokens", kvoc,
 				    (long long)vocab, m->n_tokens);
 		vocab = m->n_tokens;
 	}
@@ -815,43 +913,60 @@ static int build_llama(rd *r, pm_model *m, tensor_info *ti, uint64_t n_tensors)
 			vocab = 1; /* let weight() report the tensor as missing or misshapen */
 	}
 	m->vocab = (int)vocab;
-	if ((rc = build_special(r, m)))
+	if ((rc = build_special(r, m)) || (rc = build_rope_scaling(r, m, &ts)))
 		return rc;
 
 	/* weights */
 	uint64_t d = (uint64_t)dim, q = (uint64_t)(heads * head_dim), kvd = (uint64_t)(kv_heads * head_dim);
-	uint64_t f = (uint64_t)ffn, v = (uint64_t)vocab;
-	if ((rc = weight(&ts, "token_embd.weight", d, v, &m->tok_embd)))
+	uint64_t f = (uint64_t)ffn, v = (uint64_t)vocab, hd = (uint64_t)head_dim;
+	if ((rc = matrix(&ts, "token_embd.weight", d, v, &m->tok_embd)))
 		return rc;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *L = &m->layers[l];
+		/* need: 1 required, 0 skipped, -1 optional (loaded when present) */
+		int bias = arch->qkv_bias == PM_BIAS_REQUIRED ? 1 : arch->qkv_bias == PM_BIAS_OPTIONAL ? -1 : 0;
 		const struct {
 			const char *suffix;
 			uint64_t ne0, ne1;
-			const float **out;
+			const float **vec; /* 1-D */
+			pm_weight *mat;    /* 2-D */
+			int need;          /* 1 required, 0 skipped, -1 optional (loaded when present) */
 		} w[] = {
-			{"attn_norm", d, 0, &L->attn_norm}, {"attn_q", d, q, &L->wq},
-			{"attn_k", d, kvd, &L->wk}, {"attn_v", d, kvd, &L->wv},
-			{"attn_output", q, d, &L->wo}, {"ffn_norm", d, 0, &L->ffn_norm},
-			{"ffn_gate", d, f, &L->w_gate}, {"ffn_up", d, f, &L->w_up},
-			{"ffn_down", f, d, &L->w_down},
+			{"attn_norm.weight", d, 0, &L->attn_norm, NULL, 1}, {"attn_q.weight", d, q, NULL, &L->wq, 1},
+			{"attn_k.weight", d, kvd, NULL, &L->wk, 1}, {"attn_v.weight", d, kvd, NULL, &L->wv, 1},
+			{"attn_q.bias", q, 0, &L->bq, NULL, bias}, {"attn_k.bias", kvd, 0, &L->bk, NULL, bias},
+			{"attn_v.bias", kvd, 0, &L->bv, NULL, bias},
+			{"attn_q_norm.weight", hd, 0, &L->q_norm, NULL, arch->qk_norm},
+			{"attn_k_norm.weight", hd, 0, &L->k_norm, NULL, arch->qk_norm},
+			{"attn_output.weight", q, d, NULL, &L->wo, 1}, {"ffn_norm.weight", d, 0, &L->ffn_norm, NULL, 1},
+			{"ffn_gate.weight", d, f, NULL, &L->w_gate, 1}, {"ffn_up.weight", d, f, NULL, &L->w_up, 1},
+			{"ffn_down.weight", f, d, NULL, &L->w_down, 1},
 		};
 		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
 			char name[64];
-			snprintf(name, sizeof name, "blk.%d.%s.weight", l, w[i].suffix);
-			if ((rc = weight(&ts, name, w[i].ne0, w[i].ne1, w[i].out)))
+			snprintf(name, sizeof name, "blk.%d.%s", l, w[i].suffix);
+			if (w[i].need == 0 || (w[i].need < 0 && !find_tensor(&ts, name)))
+				continue;
+			rc = w[i].vec ? vector(&ts, name, w[i].ne0, w[i].vec)
+				      : matrix(&ts, name, w[i].ne0, w[i].ne1, w[i].mat);
+			if (rc)
 				return rc;
+			if (w[i].mat)
+				m->matrix_bytes += (uint64_t)w[i].mat->row_bytes * (uint64_t)w[i].mat->rows;
 		}
+		if (!L->bq != !L->bk || !L->bq != !L->bv)
+			return fail(r, PM_ERR_MODEL, "blk.%d: attn_q/k/v.bias must all be present or all absent", l);
 	}
-	if ((rc = weight(&ts, "output_norm.weight", d, 0, &m->out_norm)))
+	if ((rc = vector(&ts, "output_norm.weight", d, &m->out_norm)))
 		return rc;
 	if (find_tensor(&ts, "output.weight")) {
-		if ((rc = weight(&ts, "output.weight", d, v, &m->output)))
+		if ((rc = matrix(&ts, "output.weight", d, v, &m->output)))
 			return rc;
 	} else {
 		m->output = m->tok_embd;
 		m->tied_output = 1;
 	}
+	m->matrix_bytes += (uint64_t)m->output.row_bytes * (uint64_t)m->output.rows;
 	return PM_OK;
 }
 

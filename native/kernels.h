@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weights.h"
+
 typedef struct {
 	const char *name; /* "avx2" or "portable" */
 
@@ -55,5 +57,28 @@ int pm_cpu_has_avx2(void);
  * cannot run it.
  */
 const pm_kernels *pm_kernels_avx2(void);
+
+/*
+ * pm_matmul_w is matmul against a typed weight: out[r*ldo + m] = x[r] . row m
+ * of w for m in [m0, m1). Tiles of 4 rows of w are dequantized (dq) into
+ * scratch (4 * w->cols floats) and passed to k->matmul against every row of
+ * x, so each weight block is decoded once per tile whatever the batch, and
+ * a result is bitwise the F32 matmul of the dequantized weights: batch- and
+ * tile-invariant as matmul is. F32 weights are used directly.
+ */
+void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, const float *x,
+		 const pm_weight *w, int n, int m0, int m1, float *scratch);
+
+/*
+ * pm_matvec_fn: out[m] = x . row m of w for m in [m0, m1), one row of x
+ * (decode at batch 1), the blocks decoded in registers; bitwise what
+ * pm_matmul_w gives with the AVX2 kernels (matvec.c). w->cols must be a
+ * multiple of 32.
+ */
+typedef void (*pm_matvec_fn)(float *out, const float *x, const pm_weight *w, int m0, int m1);
+
+/* pm_matvec_avx2 returns type's AVX2 matvec, NULL when there is none (or
+ * no AVX2 build); callers check the CPU (pm_cpu_has_avx2) first. */
+pm_matvec_fn pm_matvec_avx2(uint32_t type);
 
 #endif

@@ -5,12 +5,26 @@ package native
 type ModelFile struct {
 	Info       ModelInfo // Info.Kernel is "" (no engine chose kernels)
 	HeadDim    int
-	RMSEps     float32 // llama.attention.layer_norm_rms_epsilon (default 1e-5)
-	RopeTheta  float32 // llama.rope.freq_base (default 10000)
+	RMSEps     float32 // ARCH.attention.layer_norm_rms_epsilon (default 1e-5)
+	RopeTheta  float32 // ARCH.rope.freq_base (default 10000)
 	TiedOutput bool    // no output.weight: the logits reuse token_embd
-	F16        bool    // some weights were stored as F16 (the loader widened them)
-	Alignment  uint32  // general.alignment (default 32)
-	Tensors    int     // tensors in the file
+	F16        bool    // some matrices are stored as F16 (computed as stored)
+	// RopeFreqScale is 1/ARCH.rope.scaling.factor under linear scaling, else 1.
+	RopeFreqScale float32
+	// RopeFactors is the rope_freqs tensor (Llama 3 scaling), nil when absent.
+	RopeFactors []float32
+	// RopeNeox is true when RoPE rotates (x[i], x[i+head_dim/2]) (qwen2,
+	// qwen3), false for adjacent pairs (llama).
+	RopeNeox bool
+	// TypeMask has bit t set when some matrix has ggml type t (0 f32,
+	// 1 f16, 2 q4_0, …, 12 q4_K, 14 q6_K, 30 bf16).
+	TypeMask uint64
+	// MatrixBytes is the bytes of matrices one decoded token reads: every
+	// layer matrix and the output (not the embedding table, of which it
+	// reads a row). Decode at batch 1 is bound by it.
+	MatrixBytes uint64
+	Alignment   uint32 // general.alignment (default 32)
+	Tensors     int    // tensors in the file
 	// Meta is every metadata entry in file order, as the loader delimited it.
 	Meta []MetaKV
 }

@@ -5,13 +5,16 @@
  * Tensor layout: GGUF lists dimensions innermost first (ne[0] is contiguous).
  * A Llama linear weight with ne = [in, out] is therefore a row-major matrix
  * [out][in]: row r holds the weights of output r, contiguous over the input.
- * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0).
+ * RoPE rotates adjacent pairs (x[2i], x[2i+1]) of each head (ggml rope mode 0)
+ * for llama, and (x[i], x[i+head_dim/2]) (NEOX) for qwen2/qwen3: rope_type.
  */
 #ifndef PM_MODEL_H
 #define PM_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "weights.h"
 
 /* Status codes. 0 is success; every API function returns one of these. */
 enum {
@@ -61,34 +64,42 @@ typedef struct {
 	uint64_t value_len;
 } pm_kv;
 
+/* Matrices are typed views into the mapping (weights.h), used as stored;
+ * 1-D tensors (norms) are F32. */
 typedef struct {
 	const float *attn_norm; /* [dim] */
-	const float *wq;        /* [n_heads*head_dim][dim] */
-	const float *wk;        /* [n_kv_heads*head_dim][dim] */
-	const float *wv;        /* [n_kv_heads*head_dim][dim] */
-	const float *wo;        /* [dim][n_heads*head_dim] */
+	pm_weight wq;           /* [n_heads*head_dim][dim] */
+	pm_weight wk;           /* [n_kv_heads*head_dim][dim] */
+	pm_weight wv;           /* [n_kv_heads*head_dim][dim] */
+	pm_weight wo;           /* [dim][n_heads*head_dim] */
 	const float *ffn_norm;  /* [dim] */
-	const float *w_gate;    /* [ffn_dim][dim] */
-	const float *w_up;      /* [ffn_dim][dim] */
-	const float *w_down;    /* [dim][ffn_dim] */
+	pm_weight w_gate;       /* [ffn_dim][dim] */
+	pm_weight w_up;         /* [ffn_dim][dim] */
+	pm_weight w_down;       /* [dim][ffn_dim] */
+	/* optional 1-D tensors, F32 (NULL when the architecture or file has none) */
+	const float *bq;     /* [n_heads*head_dim] attn_q.bias */
+	const float *bk;     /* [n_kv_heads*head_dim] attn_k.bias */
+	const float *bv;     /* [n_kv_heads*head_dim] attn_v.bias */
+	const float *q_norm; /* [head_dim] attn_q_norm: RMSNorm of each query head (qwen3) */
+	const float *k_norm; /* [head_dim] attn_k_norm: RMSNorm of each key head (qwen3) */
 } pm_layer;
 
 typedef struct {
 	/* identity */
 	char name[PM_NAME_MAX]; /* general.name ("" if absent; cut to PM_NAME_MAX-1 bytes) */
-	char arch[32];          /* general.architecture, must be "llama" */
+	char arch[32];          /* general.architecture: "llama", "qwen2" or "qwen3" (arch.h) */
 
-	/* hyperparameters (llama.* keys) */
-	int dim;        /* llama.embedding_length */
-	int n_layers;   /* llama.block_count (<= PM_MAX_LAYERS) */
-	int n_heads;    /* llama.attention.head_count */
-	int n_kv_heads; /* llama.attention.head_count_kv (defaults to n_heads) */
-	int head_dim;   /* dim / n_heads */
-	int ffn_dim;    /* llama.feed_forward_length */
+	/* hyperparameters (<arch>.* keys; ARCH below is the architecture's name) */
+	int dim;        /* ARCH.embedding_length */
+	int n_layers;   /* ARCH.block_count (<= PM_MAX_LAYERS) */
+	int n_heads;    /* ARCH.attention.head_count */
+	int n_kv_heads; /* ARCH.attention.head_count_kv (defaults to n_heads) */
+	int head_dim;   /* ARCH.attention.key_length (= value_length; defaults to dim / n_heads) */
+	int ffn_dim;    /* ARCH.feed_forward_length */
 	int vocab;      /* rows of token_embd */
-	int ctx_len;    /* llama.context_length */
-	float rms_eps;  /* llama.attention.layer_norm_rms_epsilon (default 1e-5) */
-	float rope_theta; /* llama.rope.freq_base (default 10000) */
+	int ctx_len;    /* ARCH.context_length: the training context (the engine's is configured) */
+	float rms_eps;  /* ARCH.attention.layer_norm_rms_epsilon (default 1e-5) */
+	float rope_theta; /* ARCH.rope.freq_base (default 10000) */
 
 	/* tokenizer.ggml.* (ids are -1 when absent) */
 	int32_t bos_id, eos_id, pad_id;
@@ -98,24 +109,33 @@ typedef struct {
 	const char *chat_template; /* tokenizer.chat_template, not NUL-terminated, or NULL */
 	uint32_t chat_template_len;
 
-	/* weights: point into the mapping, or into buffers the loader owns */
-	const float *tok_embd; /* [vocab][dim] */
+	/* weights: point into the mapping (matrices in their stored type), or
+	 * into buffers the loader owns (a misaligned F32 matrix, a 1-D tensor
+	 * stored as F16 or BF16) */
+	pm_weight tok_embd; /* [vocab][dim] */
 	pm_layer layers[PM_MAX_LAYERS];
 	const float *out_norm; /* [dim] */
-	const float *output;   /* [vocab][dim]; == tok_embd when the file has no output tensor */
+	pm_weight output;      /* [vocab][dim]; == tok_embd when the file has no output tensor */
 	int tied_output;       /* 1 when output == tok_embd */
 
 	/* ownership (loader private) */
 	void *map;
 	size_t map_len;
-	void *owned; /* loader-owned allocations (F16 conversions, token tables) */
+	void *owned; /* loader-owned allocations (copies of misaligned or 1-D F16 tensors, token tables) */
 
 	/* the file as parsed (added after the fields above; all loader-owned) */
 	int n_kv;             /* metadata entries */
 	const pm_kv *kv;      /* [n_kv] in file order */
 	int n_file_tensors;   /* tensors in the file (the model uses 9*n_layers+2, +1 untied) */
 	uint32_t alignment;   /* general.alignment (default 32) */
-	int f16;              /* 1 when any weight was stored as F16 (converted to F32) */
+	int f16;              /* 1 when any weight is stored as F16 */
+	uint64_t type_mask;   /* bit t set when some matrix has type t (PM_TYPE_*) */
+	uint64_t matrix_bytes; /* bytes of the matrices a decoded token reads (every layer matrix and the output) */
+
+	/* architecture features (added after the fields above) */
+	int rope_type;          /* PM_ROPE_NORM or PM_ROPE_NEOX (arch.h), by architecture */
+	float rope_freq_scale;  /* 1 / ARCH.rope.scaling.factor (linear scaling), else 1 (0 means 1) */
+	const float *rope_freqs; /* [head_dim/2] rope_freqs.weight (Llama 3 scaling), or NULL */
 } pm_model;
 
 /*

@@ -5,6 +5,14 @@ package native
 /*
 #include <stdlib.h>
 #include "model.h"
+#include "arch.h"
+
+// dq_rows writes rows [0, w->rows) of w as float32 (portable dequantizer).
+static void dq_rows(const pm_weight *w, float *out) {
+	pm_dequant_fn f = pm_dequant(w->type, 0);
+	for (int r = 0; r < w->rows; r++)
+		f(out + (size_t)r * w->cols, pm_weight_row(w, r), w->cols);
+}
 */
 import "C"
 
@@ -78,13 +86,20 @@ func modelFile(m *C.pm_model) *ModelFile {
 			EOS:           int32(m.eos_id),
 			Pad:           int32(m.pad_id),
 		},
-		HeadDim:    int(m.head_dim),
-		RMSEps:     float32(m.rms_eps),
-		RopeTheta:  float32(m.rope_theta),
-		TiedOutput: m.tied_output != 0,
-		F16:        m.f16 != 0,
-		Alignment:  uint32(m.alignment),
-		Tensors:    int(m.n_file_tensors),
+		HeadDim:       int(m.head_dim),
+		RMSEps:        float32(m.rms_eps),
+		RopeTheta:     float32(m.rope_theta),
+		TiedOutput:    m.tied_output != 0,
+		RopeFreqScale: float32(m.rope_freq_scale),
+		RopeNeox:      m.rope_type == C.PM_ROPE_NEOX,
+		F16:           m.f16 != 0,
+		TypeMask:      uint64(m.type_mask),
+		MatrixBytes:   uint64(m.matrix_bytes),
+		Alignment:     uint32(m.alignment),
+		Tensors:       int(m.n_file_tensors),
+	}
+	if m.rope_freqs != nil {
+		f.RopeFactors = append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(m.rope_freqs)), int(m.head_dim)/2)...)
 	}
 	if n := int(m.n_tokens); n > 0 {
 		texts := unsafe.Slice(m.tok_text, n)
@@ -114,8 +129,9 @@ func modelFile(m *C.pm_model) *ModelFile {
 // ReadModelWeights loads the model at path with the C loader and returns a
 // copy of every weight it points the engine at, by GGUF tensor name
 // (token_embd.weight, blk.N.attn_q.weight, …, output_norm.weight, and
-// output.weight unless the output is tied), as float32 after any F16
-// widening. It exists so tests can check the loader located each tensor.
+// output.weight unless the output is tied; biases, q/k norms and rope_freqs
+// when the model has them), as float32: dequantized as stored. It exists so
+// tests can check the loader located each tensor.
 func ReadModelWeights(path string) (map[string][]float32, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
@@ -131,24 +147,46 @@ func ReadModelWeights(path string) (map[string][]float32, error) {
 	get := func(name string, p *C.float, n int) {
 		w[name] = append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...)
 	}
-	get("token_embd.weight", m.tok_embd, vocab*dim)
+	getW := func(name string, m C.pm_weight, n int) {
+		if int(m.rows)*int(m.cols) != n {
+			n = 0 // the engine's check reports it; here the shape shows as empty
+		}
+		out := make([]float32, n)
+		if n > 0 {
+			C.dq_rows(&m, (*C.float)(unsafe.Pointer(&out[0])))
+		}
+		w[name] = out
+	}
+	getW("token_embd.weight", m.tok_embd, vocab*dim)
 	for l := 0; l < int(m.n_layers); l++ {
 		L := &m.layers[l]
 		b := "blk." + strconv.Itoa(l) + "."
 		get(b+"attn_norm.weight", L.attn_norm, dim)
-		get(b+"attn_q.weight", L.wq, q*dim)
-		get(b+"attn_k.weight", L.wk, kv*dim)
-		get(b+"attn_v.weight", L.wv, kv*dim)
-		get(b+"attn_output.weight", L.wo, dim*q)
+		getW(b+"attn_q.weight", L.wq, q*dim)
+		getW(b+"attn_k.weight", L.wk, kv*dim)
+		getW(b+"attn_v.weight", L.wv, kv*dim)
+		if L.bq != nil {
+			get(b+"attn_q.bias", L.bq, q)
+			get(b+"attn_k.bias", L.bk, kv)
+			get(b+"attn_v.bias", L.bv, kv)
+		}
+		if L.q_norm != nil {
+			get(b+"attn_q_norm.weight", L.q_norm, int(m.head_dim))
+			get(b+"attn_k_norm.weight", L.k_norm, int(m.head_dim))
+		}
+		getW(b+"attn_output.weight", L.wo, dim*q)
 		get(b+"ffn_norm.weight", L.ffn_norm, dim)
-		get(b+"ffn_gate.weight", L.w_gate, ffn*dim)
-		get(b+"ffn_up.weight", L.w_up, ffn*dim)
-		get(b+"ffn_down.weight", L.w_down, dim*ffn)
+		getW(b+"ffn_gate.weight", L.w_gate, ffn*dim)
+		getW(b+"ffn_up.weight", L.w_up, ffn*dim)
+		getW(b+"ffn_down.weight", L.w_down, dim*ffn)
 	}
 	get("output_norm.weight", m.out_norm, dim)
+	if m.rope_freqs != nil {
+		get("rope_freqs.weight", m.rope_freqs, int(m.head_dim)/2)
+	}
 	if m.tied_output == 0 {
-		get("output.weight", m.output, vocab*dim)
-	} else if m.output != m.tok_embd {
+		getW("output.weight", m.output, vocab*dim)
+	} else if m.output.data != m.tok_embd.data {
 		return nil, &Error{Status: StatusInternal, Msg: "BUG: tied output does not point at token_embd"}
 	}
 	return w, nil

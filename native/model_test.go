@@ -382,15 +382,20 @@ func TestLoadErrors(t *testing.T) {
 		}), native.StatusModel, false, "tensor blk.0.ffn_norm.weight: shape [8 4] want [32]"},
 		{"wrong tensor type", rebuild(func(f *gguf.File) {
 			tn := f.Tensor("blk.0.attn_q.weight")
+			tn.Type = gguf.I8
+			tn.Data = make([]byte, 32*32)
+		}), native.StatusModel, false, "tensor blk.0.attn_q.weight: type i8 is not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K or q6_K)"},
+		{"quantized norm", rebuild(func(f *gguf.File) {
+			tn := f.Tensor("blk.0.ffn_norm.weight")
 			tn.Type = gguf.Q8_0
-			tn.Data = make([]byte, 32*32/32*34)
-		}), native.StatusModel, false, "tensor blk.0.attn_q.weight: type q8_0 is not supported (want f32 or f16)"},
+			tn.Data = make([]byte, 34)
+		}), native.StatusModel, false, "tensor blk.0.ffn_norm.weight: type q8_0 is not supported for a 1-D tensor (want f32, f16 or bf16)"},
 		{"missing key", rebuild(func(f *gguf.File) { delKV(f, "llama.block_count") }),
 			native.StatusModel, false, "missing key llama.block_count"},
 		{"missing architecture", rebuild(func(f *gguf.File) { delKV(f, "general.architecture") }),
 			native.StatusModel, false, "missing key general.architecture"},
 		{"wrong architecture", rebuild(func(f *gguf.File) { setKV(f, "general.architecture", "gpt2") }),
-			native.StatusModel, false, `general.architecture: "gpt2" is not supported (want "llama")`},
+			native.StatusModel, false, `general.architecture: "gpt2" is not supported (want one of llama, qwen2, qwen3)`},
 		{"architecture not a string", rebuild(func(f *gguf.File) { setKV(f, "general.architecture", uint32(1)) }),
 			native.StatusModel, false, "general.architecture: type uint32, want string"},
 		{"integer key of wrong type", rebuild(func(f *gguf.File) { setKV(f, "llama.block_count", "2") }),
@@ -580,6 +585,11 @@ func FuzzLoad(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(f16)
+	shape, err := seedShapeModel().Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(shape)
 	for _, n := range []int{0, 3, 8, 24, 40, 300, len(valid) / 2, len(valid) - 1} {
 		f.Add(valid[:n])
 	}

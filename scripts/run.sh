@@ -3,12 +3,18 @@
 # default embedded model (generated on first use), print where to point a
 # client, and stop both cleanly on Ctrl-C. With PICOMETER_STACK=1 (make
 # run-stack) a local Prometheus with alerts/ loaded is started too.
+#
+# PICOMETER_MODEL (make run MODEL=...) serves another model: a GGUF file
+# (e.g. one mkmodel wrote with -type q4_k_m), or the name of an mkmodel
+# preset (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, ...), generated into
+# build/models/<name>.gguf on first use. PICOMETER_CONTEXT (make run
+# CONTEXT=...) sets the engine's context. The engine uses every online CPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 DAEMON=bin/picometerd
 SIDECAR=bin/picometer-sidecar
-MODEL=${PICOMETER_MODEL:-build/models/default.gguf}
+MODEL=${PICOMETER_MODEL:-${MODEL:-build/models/default.gguf}}
 SOCKET=${PICOMETER_SOCKET:-/tmp/picometer.sock}
 DAEMON_ADDR=${PICOMETER_LISTEN:-127.0.0.1:8000}
 METRICS_ADDR=${PICOMETER_METRICS_LISTEN:-127.0.0.1:9464}
@@ -18,10 +24,25 @@ if [[ ! -x $DAEMON || ! -x $SIDECAR ]]; then
 	echo "run: $DAEMON or $SIDECAR is missing; \`make run\` builds them first (make build)." >&2
 	exit 1
 fi
-if [[ ! -f $MODEL ]]; then
+if [[ ! -f $MODEL && $MODEL != */* && $MODEL != *.gguf ]]; then
+	preset=$MODEL
+	MODEL=build/models/$preset.gguf
+	if [[ ! -f $MODEL ]]; then
+		echo "run: creating the $preset model at $MODEL (random weights, once)"
+		mkdir -p "$(dirname "$MODEL")"
+		go run ./native/cmd/mkmodel -preset "$preset" -o "$MODEL" || exit 1
+	fi
+elif [[ ! -f $MODEL && $MODEL == build/models/default.gguf ]]; then
 	echo "run: creating the default model at $MODEL (about 64 MiB, once)"
 	mkdir -p "$(dirname "$MODEL")"
 	go run ./native/cmd/mkmodel -preset default -o "$MODEL" || exit 1
+elif [[ ! -f $MODEL ]]; then
+	echo "run: no model file $MODEL"
+	exit 1
+fi
+context_flag=()
+if [[ -n ${PICOMETER_CONTEXT:-} ]]; then
+	context_flag=(--context "$PICOMETER_CONTEXT")
 fi
 
 # Ctrl-C reaches the whole foreground process group. The daemon must stop
@@ -49,7 +70,7 @@ prefix() { trap '' INT; sed -u "s/^/[$1] /"; }
 
 setsid "$SIDECAR" --socket "$SOCKET" --listen "$METRICS_ADDR" > >(prefix sidecar) 2>&1 &
 pids+=($!)
-"$DAEMON" --model "$MODEL" --listen "$DAEMON_ADDR" --metrics-socket "$SOCKET" > >(prefix daemon) 2>&1 &
+"$DAEMON" --model "$MODEL" --listen "$DAEMON_ADDR" --metrics-socket "$SOCKET" "${context_flag[@]}" > >(prefix daemon) 2>&1 &
 daemon_pid=$!
 
 if [[ ${PICOMETER_STACK:-} == 1 ]]; then

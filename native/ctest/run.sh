@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Builds every native/ctest/test_*.c together with the engine's C sources
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs it. Any
-# sanitizer finding fails the run (halt_on_error, no recovery). The tests get
-# the tiny model's path in PICOMETER_TINY_MODEL (regenerated each run).
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs it, once with
+# 1 compute thread and once with 2 (PICOMETER_TEST_THREADS: the tests'
+# default engine configuration); then builds test_engine.c under
+# ThreadSanitizer and runs it with 2 threads (the thread pool and the
+# threaded kernels). Any sanitizer finding fails the run (halt_on_error, no
+# recovery). The tests get the tiny model's path in PICOMETER_TINY_MODEL
+# (regenerated each run) and the tiny shape models' directory in
+# PICOMETER_SHAPES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-gcc}
@@ -13,6 +18,19 @@ export PICOMETER_TINY_MODEL=${PICOMETER_TINY_MODEL:-$PWD/build/models/tiny.gguf}
 # leaves a stale file behind.
 mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
 go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
+# The tiny-k shape in every file type, for test_engine's typed-model test.
+export PICOMETER_TYPED_MODELS=$PWD/$out/models
+mkdir -p "$PICOMETER_TYPED_MODELS"
+go build -o "$out/mkmodel" ./native/cmd/mkmodel
+for type in f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k; do
+	"$out/mkmodel" -preset tiny-k -type "$type" -o "$PICOMETER_TYPED_MODELS/tiny-k-$type.gguf"
+done
+# The tiny models with real-model shape features (test_shapes.c).
+export PICOMETER_SHAPES_DIR=$PWD/$out/shapes
+mkdir -p "$PICOMETER_SHAPES_DIR"
+for p in tiny-llama3 tiny-qwen2 tiny-qwen3; do
+	"$out/mkmodel" -preset "$p" -o "$PICOMETER_SHAPES_DIR/$p.gguf"
+done
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 srcs=(native/*.c)
@@ -23,10 +41,24 @@ for t in native/ctest/test_*.c; do
 	[[ -e $t ]] || continue
 	bin=$out/$(basename "${t%.c}")
 	"$CC" "${flags[@]}" "${srcs[@]}" "$t" -o "$bin" -lm -lpthread
-	echo "== $bin"
-	if ! "$bin" "native/ctest"; then
-		echo "FAIL: $bin"
-		fail=1
-	fi
+	runs=(1 2)
+	# the loader starts no threads; test_shapes sets its own thread counts
+	[[ $t == */test_gguf.c || $t == */test_shapes.c ]] && runs=(1)
+	for threads in "${runs[@]}"; do
+		echo "== $bin (threads $threads)"
+		if ! PICOMETER_TEST_THREADS=$threads "$bin" "native/ctest"; then
+			echo "FAIL: $bin (threads $threads)"
+			fail=1
+		fi
+	done
 done
+tflags=(-std=c11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE
+	-fsanitize=thread -fno-omit-frame-pointer -Inative)
+bin=$out/test_engine_tsan
+"$CC" "${tflags[@]}" "${srcs[@]}" native/ctest/test_engine.c -o "$bin" -lm -lpthread
+echo "== $bin (threads 2, ThreadSanitizer)"
+if ! TSAN_OPTIONS=halt_on_error=1:exitcode=66 PICOMETER_TEST_THREADS=2 "$bin" "native/ctest"; then
+	echo "FAIL: $bin"
+	fail=1
+fi
 exit $fail

@@ -15,6 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* MAT is the floats of an F32 matrix view. */
+#define MAT(w) ((const float *)(w).data)
+
 static int failures;
 
 #define CHECK(cond, ...)                                                   \
@@ -95,7 +98,7 @@ typedef struct {
 	int drop;          /* tensor index left out, -1 none */
 	int f16;           /* tensor index stored as F16, -1 none */
 	int bad_shape;     /* tensor index whose ne1 is one too small, -1 none */
-	int q8;            /* tensor index stored with type q8_0 (ne0 32), -1 none */
+	int q8;            /* tensor index stored with type i8 (not computable), -1 none */
 	const char *arch;  /* general.architecture, NULL = absent */
 	int no_layers;     /* leave out llama.block_count */
 	uint32_t bos;      /* tokenizer.ggml.bos_token_id */
@@ -217,12 +220,10 @@ static buf build(const spec *s)
 		uint32_t type = t == s->f16 ? 1 : 0;
 		if (t == s->bad_shape)
 			ne1--;
-		if (t == s->q8) {
-			ne0 = 32;
-			type = 8;
-		}
+		if (t == s->q8) /* a type the engine does not compute: i8 */
+			type = 24;
 		uint64_t n = ne0 * (ne1 ? ne1 : 1);
-		sizes[t] = type == 8 ? n / 32 * 34 : type == 1 ? 2 * n : 4 * n;
+		sizes[t] = type == 24 ? n : type == 1 ? 2 * n : 4 * n;
 		offs[t] = off;
 		off = (off + sizes[t] + align - 1) / align * align;
 		put_str(&w, micro_tensors[t].name);
@@ -317,9 +318,9 @@ static void test_valid(void)
 		CHECK(m.n_kv == 39 && m.n_file_tensors == NT && m.alignment == 32 && !m.tied_output && !m.f16,
 		      "n_kv %d tensors %d alignment %u tied %d f16 %d", m.n_kv, m.n_file_tensors, m.alignment,
 		      m.tied_output, m.f16);
-		const float *ptrs[NT] = {m.tok_embd, m.layers[0].attn_norm, m.layers[0].wq, m.layers[0].wk,
-			m.layers[0].wv, m.layers[0].wo, m.layers[0].ffn_norm, m.layers[0].w_gate, m.layers[0].w_up,
-			m.layers[0].w_down, m.out_norm, m.output};
+		const float *ptrs[NT] = {MAT(m.tok_embd), m.layers[0].attn_norm, MAT(m.layers[0].wq), MAT(m.layers[0].wk),
+			MAT(m.layers[0].wv), MAT(m.layers[0].wo), m.layers[0].ffn_norm, MAT(m.layers[0].w_gate), MAT(m.layers[0].w_up),
+			MAT(m.layers[0].w_down), m.out_norm, MAT(m.output)};
 		for (int t = 0; t < NT; t++) {
 			uint64_t n = micro_tensors[t].ne0 * (micro_tensors[t].ne1 ? micro_tensors[t].ne1 : 1);
 			CHECK((const uint8_t *)ptrs[t] >= copy && (const uint8_t *)(ptrs[t] + n) <= copy + w.n,
@@ -347,25 +348,30 @@ static void test_features(void)
 	s.drop = NT - 1;
 	buf w = build(&s);
 	rc = load_exact(w.b, w.n, &m, &copy, err, sizeof err);
-	CHECK(rc == PM_OK && m.tied_output && m.output == m.tok_embd, "tied: %d %s", rc, err);
+	CHECK(rc == PM_OK && m.tied_output && m.output.data == m.tok_embd.data, "tied: %d %s", rc, err);
 	if (rc == PM_OK)
 		pm_model_free(&m);
 	free(copy);
 	free(w.b);
 
-	/* F16 weight widened into loader-owned memory */
+	/* F16 matrix used in place, as stored */
 	s = micro_spec();
 	s.f16 = 3; /* blk.0.attn_k.weight */
 	w = build(&s);
 	rc = load_exact(w.b, w.n, &m, &copy, err, sizeof err);
 	CHECK(rc == PM_OK, "f16: %d %s", rc, err);
 	if (rc == PM_OK) {
-		const float *k = m.layers[0].wk;
-		CHECK(m.f16 && !((const uint8_t *)k >= copy && (const uint8_t *)k < copy + w.n), "f16 not converted");
+		const pm_weight *wk = &m.layers[0].wk;
+		CHECK(m.f16 && wk->type == PM_TYPE_F16 && (const uint8_t *)wk->data >= copy &&
+			      (const uint8_t *)wk->data < copy + w.n && wk->row_bytes == DIM * 2,
+		      "f16 not used in place");
+		float k[DIM * KVD];
+		for (int r = 0; r < KVD; r++)
+			pm_dequant(PM_TYPE_F16, 0)(k + r * DIM, pm_weight_row(wk, r), DIM);
 		CHECK(k[0] == 1.0f && k[1] == -2.0f && k[2] == ldexpf(1, -24) && isinf(k[3]) && k[3] > 0 &&
 			      k[4] == 0.5f && k[DIM * KVD - 1] == 0.5f,
 		      "f16 values %g %g %g %g %g", k[0], k[1], k[2], k[3], k[4]);
-		CHECK(m.layers[0].wq[3] == value(2, 3), "neighbour of the f16 tensor");
+		CHECK(MAT(m.layers[0].wq)[3] == value(2, 3), "neighbour of the f16 tensor");
 		pm_model_free(&m);
 	}
 	free(copy);
@@ -386,9 +392,9 @@ static void test_features(void)
 		CHECK(rc == PM_OK, "alignment 1 pad %d: %d %s", pad, rc, err);
 		if (rc == PM_OK) {
 			CHECK(m.alignment == 1, "alignment %u", m.alignment);
-			const float *ptrs[NT] = {m.tok_embd, m.layers[0].attn_norm, m.layers[0].wq, m.layers[0].wk,
-				m.layers[0].wv, m.layers[0].wo, m.layers[0].ffn_norm, m.layers[0].w_gate,
-				m.layers[0].w_up, m.layers[0].w_down, m.out_norm, m.output};
+			const float *ptrs[NT] = {MAT(m.tok_embd), m.layers[0].attn_norm, MAT(m.layers[0].wq), MAT(m.layers[0].wk),
+				MAT(m.layers[0].wv), MAT(m.layers[0].wo), m.layers[0].ffn_norm, MAT(m.layers[0].w_gate),
+				MAT(m.layers[0].w_up), MAT(m.layers[0].w_down), m.out_norm, MAT(m.output)};
 			for (int t = 0; t < NT; t++) {
 				uint64_t n = micro_tensors[t].ne0 * (micro_tensors[t].ne1 ? micro_tensors[t].ne1 : 1);
 				CHECK(((uintptr_t)ptrs[t] % sizeof(float)) == 0, "%s misaligned", micro_tensors[t].name);
@@ -397,7 +403,7 @@ static void test_features(void)
 					ok &= ptrs[t][i] == value(t, i);
 				CHECK(ok, "pad %d: %s: wrong data", pad, micro_tensors[t].name);
 			}
-			copied += !((const uint8_t *)m.tok_embd >= copy && (const uint8_t *)m.tok_embd < copy + w.n);
+			copied += !((const uint8_t *)m.tok_embd.data >= copy && (const uint8_t *)m.tok_embd.data < copy + w.n);
 			pm_model_free(&m);
 		}
 		free(copy);
@@ -422,9 +428,11 @@ static void test_errors(void)
 	s = micro_spec(); s.bad_shape = 11;
 	expect("bad output shape", &s, PM_ERR_MODEL, "tensor output.weight: shape [8 5] want [8 6]");
 	s = micro_spec(); s.q8 = 7;
-	expect("q8_0 tensor", &s, PM_ERR_MODEL, "tensor blk.0.ffn_gate.weight: type q8_0 is not supported (want f32 or f16)");
+	expect("i8 tensor", &s, PM_ERR_MODEL,
+	       "tensor blk.0.ffn_gate.weight: type i8 is not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
+	       "q8_0, q4_K, q5_K or q6_K)");
 	s = micro_spec(); s.arch = "gpt2";
-	expect("arch", &s, PM_ERR_MODEL, "general.architecture: \"gpt2\" is not supported (want \"llama\")");
+	expect("arch", &s, PM_ERR_MODEL, "general.architecture: \"gpt2\" is not supported (want one of llama, qwen2, qwen3)");
 	s = micro_spec(); s.arch = NULL;
 	expect("no arch", &s, PM_ERR_MODEL, "missing key general.architecture");
 	s = micro_spec(); s.no_layers = 1;
@@ -588,7 +596,7 @@ static void test_files(void)
 	w = build(&s);
 	write_file(path, w.b, w.n);
 	int rc = pm_model_load(path, &m, err, sizeof err);
-	CHECK(rc == PM_OK && m.map && m.map_len == w.n && m.layers[0].w_down[5] == value(9, 5), "mmap: %s", err);
+	CHECK(rc == PM_OK && m.map && m.map_len == w.n && MAT(m.layers[0].w_down)[5] == value(9, 5), "mmap: %s", err);
 	if (rc == PM_OK)
 		pm_model_free(&m);
 	unlink(path);
@@ -626,15 +634,15 @@ static void test_tiny(void)
 		CHECK(rc == PM_OK, "tiny from memory: %s", err);
 		if (rc == PM_OK) {
 			size_t embd = (size_t)m.vocab * (size_t)m.dim, down = (size_t)m.dim * (size_t)m.ffn_dim;
-			CHECK(memcmp(m.tok_embd, mm.tok_embd, embd * 4) == 0 &&
-				      memcmp(m.layers[1].w_down, mm.layers[1].w_down, down * 4) == 0 &&
-				      memcmp(m.output, mm.output, embd * 4) == 0,
+			CHECK(memcmp(m.tok_embd.data, mm.tok_embd.data, embd * 4) == 0 &&
+				      memcmp(m.layers[1].w_down.data, mm.layers[1].w_down.data, down * 4) == 0 &&
+				      memcmp(m.output.data, mm.output.data, embd * 4) == 0,
 			      "mmap and memory loads differ");
 			pm_model_free(&mm);
 		}
 		free(copy);
 		/* every prefix through the metadata and tensor infos, then a stride */
-		size_t meta_end = (size_t)((const uint8_t *)m.tok_embd - (const uint8_t *)m.map);
+		size_t meta_end = (size_t)((const uint8_t *)m.tok_embd.data - (const uint8_t *)m.map);
 		int bad = 0;
 		for (size_t k = 0; k < n; k += k < meta_end + 64 ? 1 : 4099) {
 			rc = load_exact((const uint8_t *)b, k, &mm, &copy, err, sizeof err);

@@ -307,8 +307,12 @@ func TestFloat32s(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(b, []float32{1, -2, 0.5, 65504}) {
 		t.Errorf("f16: %v %v", b, err)
 	}
-	if _, err := ts[2].Float32s(); !errors.Is(err, ErrNotFloat) {
-		t.Errorf("q8_0: %v", err)
+	// Q8_0 bytes all 9: d = F16 0x0909, q = 9.
+	if c, err := ts[2].Float32s(); err != nil || len(c) != 64 || c[0] != 9*F16ToF32(0x0909) || c[63] != c[0] {
+		t.Errorf("q8_0: %v %v", c, err)
+	}
+	if _, err := ts[3].Float32s(); !errors.Is(err, ErrNotFloat) {
+		t.Errorf("i8: %v", err)
 	}
 	short := ts[0]
 	short.Data = short.Data[:8]

@@ -2,7 +2,6 @@ package gguf
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -409,11 +408,12 @@ func DecodeValue(t ValueType, b []byte) (v any, n int, err error) {
 	return v, d.pos, nil
 }
 
-// ErrNotFloat is returned by Tensor.Float32s for a tensor that is not F32
-// or F16.
-var ErrNotFloat = errors.New("gguf: tensor type is not f32 or f16")
+// ErrNotFloat is returned by Tensor.Float32s for a tensor whose type has
+// no codec (see Computable).
+var ErrNotFloat = ErrNoCodec
 
-// Float32s returns the tensor's elements as float32 (F16 is widened).
+// Float32s returns the tensor's elements as float32: float types are
+// widened, quantized types dequantized (Dequantize).
 func (t *Tensor) Float32s() ([]float32, error) {
 	n, err := t.Type.DataSize(t.Dims)
 	if err != nil {
@@ -422,22 +422,10 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if uint64(len(t.Data)) != n {
 		return nil, fmt.Errorf("gguf: tensor %s: %d data bytes, want %d", t.Name, len(t.Data), n)
 	}
-	le := binary.LittleEndian
-	switch t.Type {
-	case F32:
-		a := make([]float32, n/4)
-		for i := range a {
-			a[i] = math.Float32frombits(le.Uint32(t.Data[4*i:]))
-		}
-		return a, nil
-	case F16:
-		a := make([]float32, n/2)
-		for i := range a {
-			a[i] = F16ToF32(le.Uint16(t.Data[2*i:]))
-		}
-		return a, nil
+	if !t.Type.Computable() {
+		return nil, fmt.Errorf("%w: %s is %s", ErrNotFloat, t.Name, t.Type)
 	}
-	return nil, fmt.Errorf("%w: %s is %s", ErrNotFloat, t.Name, t.Type)
+	return Dequantize(t.Type, t.Data, int(t.Elements()))
 }
 
 // printable shortens s to 64 bytes and replaces bytes outside printable

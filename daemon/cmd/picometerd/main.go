@@ -4,7 +4,7 @@
 // sidecar's unix socket. See daemon.Config for the configuration file.
 //
 //	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
-//	           [--metrics-socket PATH] [--b-max N] [--spec-k N]
+//	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--context N]
 //
 // Flags override the configuration file; the defaults they show are the
 // built-in ones.
@@ -33,6 +33,7 @@ func main() {
 		socket     = flag.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
 		bMax       = flag.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
 		specK      = flag.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
+		ctxLen     = flag.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: picometerd [flags]\n\n"+
@@ -59,8 +60,9 @@ func main() {
 				cfg.Metrics.Socket = ""
 			}
 		},
-		"b-max":  func() { cfg.Engine.BMax = *bMax },
-		"spec-k": func() { cfg.Engine.SpecK = *specK },
+		"b-max":   func() { cfg.Engine.BMax = *bMax },
+		"spec-k":  func() { cfg.Engine.SpecK = *specK },
+		"context": func() { cfg.Engine.Context = *ctxLen },
 	})
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {

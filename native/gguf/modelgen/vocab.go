@@ -11,7 +11,7 @@ import (
 
 // BuildWithVocab generates p's model with a real vocabulary (for example
 // tokenizer.FromHF of a Hugging Face tokenizer.json) instead of the byte
-// vocabulary: the tokenizer.* metadata is v's, llama.vocab_size and the
+// vocabulary: the tokenizer.* metadata is v's, <arch>.vocab_size and the
 // rows of token_embd and output are v's token count, everything else is
 // [Build]'s. Any preset shape works; keep test models small (tiny dims):
 // a 128k-262k vocabulary makes the embedding the largest tensor.
@@ -29,7 +29,7 @@ func BuildWithVocab(p Preset, v *tokenizer.Vocab) (*gguf.File, error) {
 		if strings.HasPrefix(e.Key, "tokenizer.") {
 			continue
 		}
-		if e.Key == "llama.vocab_size" {
+		if strings.HasSuffix(e.Key, ".vocab_size") {
 			e.Value = uint32(n)
 		}
 		kv = append(kv, e)
@@ -37,12 +37,11 @@ func BuildWithVocab(p Preset, v *tokenizer.Vocab) (*gguf.File, error) {
 	f.KV = append(kv, v.KV()...)
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
-		f16 := t.Type == gguf.F16
-		switch t.Name {
+		switch t.Name { // the same type Build chose: it depends on the row length, not the vocabulary
 		case "token_embd.weight":
-			*t = tensor(p, t.Name, p.Dim, n, 1, 0, f16)
+			*t = tensor(p, t.Name, p.Dim, n, 1, 0, t.Type)
 		case "output.weight":
-			*t = tensor(p, t.Name, p.Dim, n, 1/math.Sqrt(float64(p.Dim)), 0, f16)
+			*t = tensor(p, t.Name, p.Dim, n, 1/math.Sqrt(float64(p.Dim)), 0, t.Type)
 		}
 	}
 	return f, nil

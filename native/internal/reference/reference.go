@@ -1,4 +1,5 @@
-// Package reference is a plain Go Llama forward pass: the numerical oracle
+// Package reference is a plain Go Llama-family forward pass (architectures
+// llama, qwen2 and qwen3, as llama.cpp runs them): the numerical oracle
 // the C engine is checked against. It favours being obviously correct over
 // being fast (llama2.c's run.c, in float64): every activation is a float64,
 // every weight is read from the float32 (or widened F16) tensors of a GGUF
@@ -9,9 +10,14 @@
 //	x = token_embd[tok]
 //	for each layer:
 //	    h = rmsnorm(x) * attn_norm
-//	    q, k, v = Wq h, Wk h, Wv h        (GQA: n_kv_heads ≤ n_heads key/value heads)
-//	    rope(q), rope(k) at position pos  (adjacent pairs (x[2i], x[2i+1]) of each head,
-//	                                       angle pos·theta^(-2i/head_dim): ggml mode 0)
+//	    q, k, v = Wq h + bq, Wk h + bk, Wv h + bv
+//	                                      (GQA: n_kv_heads ≤ n_heads key/value heads of
+//	                                       head_dim = key_length; biases: qwen2, optional in llama)
+//	    q, k = rmsnorm(head) * q_norm, k_norm for each head   (qwen3 only)
+//	    rope(q), rope(k) at position pos  (pair i of each head turns by
+//	                                       pos·scale·theta^(-2i/head_dim)/rope_freqs[i];
+//	                                       pairs (x[2i], x[2i+1]) for llama (ggml mode 0),
+//	                                       (x[i], x[i+head_dim/2]) for qwen2/qwen3 (NEOX))
 //	    append k, v to the cache
 //	    for each head j: attend with query head j over key/value head j/(n_heads/n_kv_heads),
 //	        softmax(q·k_t / sqrt(head_dim)) over t = 0..pos
@@ -39,18 +45,26 @@ import (
 	"github.com/picometer/picometer/native/gguf"
 )
 
-// Config holds the hyperparameters read from llama.* metadata.
+// Config holds the hyperparameters read from ARCH.* metadata, where ARCH is
+// general.architecture ("llama", "qwen2" or "qwen3"), as llama.cpp reads them.
 type Config struct {
-	Dim       int // llama.embedding_length
-	Layers    int // llama.block_count
-	Heads     int // llama.attention.head_count
-	KVHeads   int // llama.attention.head_count_kv (default Heads)
-	HeadDim   int // Dim / Heads
-	FFN       int // llama.feed_forward_length
-	Vocab     int // rows of token_embd
-	Context   int // llama.context_length
+	Arch      string // general.architecture
+	Dim       int    // ARCH.embedding_length
+	Layers    int    // ARCH.block_count
+	Heads     int    // ARCH.attention.head_count
+	KVHeads   int    // ARCH.attention.head_count_kv (default Heads)
+	HeadDim   int    // ARCH.attention.key_length (default Dim / Heads)
+	FFN       int    // ARCH.feed_forward_length
+	Vocab     int    // rows of token_embd
+	Context   int    // ARCH.context_length
 	RMSEps    float64
-	RopeTheta float64
+	RopeTheta float64 // ARCH.rope.freq_base (default 10000)
+	// RopeScale multiplies every RoPE angle: 1/ARCH.rope.scaling.factor
+	// under linear scaling (the default type when a factor is given), else 1.
+	RopeScale float64
+	// RopeNeox: RoPE rotates (x[i], x[i+HeadDim/2]) (qwen2, qwen3) instead
+	// of adjacent pairs (llama).
+	RopeNeox bool
 }
 
 // Layer holds one transformer block's weights (float32, as in the file).
@@ -59,6 +73,11 @@ type Layer struct {
 	Wq       []float32 // [Heads*HeadDim][Dim]
 	Wk       []float32 // [KVHeads*HeadDim][Dim]
 	Wv       []float32 // [KVHeads*HeadDim][Dim]
+	Bq       []float32 // [Heads*HeadDim] attn_q.bias, nil when absent
+	Bk       []float32 // [KVHeads*HeadDim]
+	Bv       []float32 // [KVHeads*HeadDim]
+	QNorm    []float32 // [HeadDim] attn_q_norm (qwen3), nil when absent
+	KNorm    []float32 // [HeadDim] attn_k_norm
 	Wo       []float32 // [Dim][Heads*HeadDim]
 	FFNNorm  []float32 // [Dim]
 	WGate    []float32 // [FFN][Dim]
@@ -66,7 +85,7 @@ type Layer struct {
 	WDown    []float32 // [Dim][FFN]
 }
 
-// Model is a loaded Llama model.
+// Model is a loaded Llama-family model.
 type Model struct {
 	Config
 	TokEmbd []float32 // [Vocab][Dim]
@@ -74,6 +93,9 @@ type Model struct {
 	OutNorm []float32 // [Dim]
 	Output  []float32 // [Vocab][Dim]; the TokEmbd slice when the file has no output.weight
 	Tied    bool
+	// RopeFactors is the rope_freqs tensor ([HeadDim/2]): pair i's angle is
+	// divided by RopeFactors[i] (Llama 3 scaling). nil when absent.
+	RopeFactors []float32
 }
 
 // LoadFile reads a GGUF file and loads its model.
@@ -88,27 +110,38 @@ func LoadFile(path string) (*Model, error) {
 // Load builds the model from a parsed GGUF file, checking the architecture,
 // hyperparameters and every tensor's shape. Weights are copied out of f.
 func Load(f *gguf.File) (*Model, error) {
-	if a, _ := f.Get("general.architecture"); a != "llama" {
-		return nil, fmt.Errorf("reference: general.architecture %v, want llama", a)
-	}
 	var c Config
+	a, _ := f.Get("general.architecture")
+	c.Arch, _ = a.(string)
+	var bias, qkNorm int // 0 none, 1 optional, 2 required
+	switch c.Arch {
+	case "llama":
+		bias = 1
+	case "qwen2":
+		bias, c.RopeNeox = 2, true
+	case "qwen3":
+		qkNorm, c.RopeNeox = 2, true
+	default:
+		return nil, fmt.Errorf("reference: general.architecture %v, want llama, qwen2 or qwen3", a)
+	}
 	var err error
-	geti := func(key string, def int) int {
-		v, ok := f.Get(key)
+	key := func(s string) string { return c.Arch + "." + s }
+	geti := func(k string, def int) int {
+		v, ok := f.Get(key(k))
 		if !ok {
 			if def < 0 && err == nil {
-				err = fmt.Errorf("reference: missing key %s", key)
+				err = fmt.Errorf("reference: missing key %s", key(k))
 			}
 			return def
 		}
 		n, ok := toInt(v)
 		if (!ok || n < 1) && err == nil {
-			err = fmt.Errorf("reference: %s: %v is not a positive integer", key, v)
+			err = fmt.Errorf("reference: %s: %v is not a positive integer", key(k), v)
 		}
 		return n
 	}
-	getf := func(key string, def float64) float64 {
-		switch v, _ := f.Get(key); x := v.(type) {
+	getf := func(k string, def float64) float64 {
+		switch v, _ := f.Get(key(k)); x := v.(type) {
 		case float32:
 			return float64(x)
 		case float64:
@@ -116,22 +149,39 @@ func Load(f *gguf.File) (*Model, error) {
 		}
 		return def
 	}
-	c.Dim = geti("llama.embedding_length", -1)
-	c.Layers = geti("llama.block_count", -1)
-	c.Heads = geti("llama.attention.head_count", -1)
-	c.KVHeads = geti("llama.attention.head_count_kv", c.Heads)
-	c.FFN = geti("llama.feed_forward_length", -1)
-	c.Context = geti("llama.context_length", -1)
-	c.RMSEps = getf("llama.attention.layer_norm_rms_epsilon", 1e-5)
-	c.RopeTheta = getf("llama.rope.freq_base", 10000)
+	c.Dim = geti("embedding_length", -1)
+	c.Layers = geti("block_count", -1)
+	c.Heads = geti("attention.head_count", -1)
+	c.KVHeads = geti("attention.head_count_kv", c.Heads)
+	c.FFN = geti("feed_forward_length", -1)
+	c.Context = geti("context_length", -1)
+	c.RMSEps = getf("attention.layer_norm_rms_epsilon", 1e-5)
+	c.RopeTheta = getf("rope.freq_base", 10000)
 	if err != nil {
 		return nil, err
 	}
-	if c.Dim%c.Heads != 0 || c.Heads%c.KVHeads != 0 || (c.Dim/c.Heads)%2 != 0 {
-		return nil, fmt.Errorf("reference: dim %d, heads %d, kv heads %d do not make a Llama model",
-			c.Dim, c.Heads, c.KVHeads)
+	c.HeadDim = geti("attention.key_length", c.Dim/c.Heads)
+	if err != nil {
+		return nil, err
 	}
-	c.HeadDim = c.Dim / c.Heads
+	if v := geti("attention.value_length", c.HeadDim); v != c.HeadDim {
+		return nil, fmt.Errorf("reference: %s %d differs from the key length %d", key("attention.value_length"), v, c.HeadDim)
+	}
+	if c.Heads%c.KVHeads != 0 || c.HeadDim%2 != 0 {
+		return nil, fmt.Errorf("reference: heads %d, kv heads %d, head dim %d do not make a Llama model",
+			c.Heads, c.KVHeads, c.HeadDim)
+	}
+	c.RopeScale = 1
+	st, _ := f.Get(key("rope.scaling.type"))
+	switch st {
+	case nil, "linear":
+		if s := getf("rope.scaling.factor", 0); s != 0 {
+			c.RopeScale = 1 / float64(float32(s))
+		}
+	case "none":
+	default:
+		return nil, fmt.Errorf("reference: %s %v is not supported", key("rope.scaling.type"), st)
+	}
 	embd := f.Tensor("token_embd.weight")
 	if embd == nil || len(embd.Dims) != 2 {
 		return nil, fmt.Errorf("reference: tensor token_embd.weight missing or not 2-D")
@@ -139,13 +189,17 @@ func Load(f *gguf.File) (*Model, error) {
 	c.Vocab = int(embd.Dims[1])
 
 	m := &Model{Config: c}
-	get := func(name string, dims ...int) []float32 {
-		if err != nil {
+	// get loads a tensor of the given dims; need 0 skips it, 1 loads it when
+	// present, 2 requires it.
+	getOpt := func(need int, name string, dims ...int) []float32 {
+		if err != nil || need == 0 {
 			return nil
 		}
 		t := f.Tensor(name)
 		if t == nil {
-			err = fmt.Errorf("reference: tensor %s: missing", name)
+			if need == 2 {
+				err = fmt.Errorf("reference: tensor %s: missing", name)
+			}
 			return nil
 		}
 		ok := len(t.Dims) == len(dims)
@@ -160,6 +214,7 @@ func Load(f *gguf.File) (*Model, error) {
 		w, err = t.Float32s()
 		return w
 	}
+	get := func(name string, dims ...int) []float32 { return getOpt(2, name, dims...) }
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.TokEmbd = get("token_embd.weight", c.Dim, c.Vocab)
 	m.Layers = make([]Layer, c.Layers)
@@ -170,6 +225,11 @@ func Load(f *gguf.File) (*Model, error) {
 			Wq:       get(b+"attn_q.weight", c.Dim, q),
 			Wk:       get(b+"attn_k.weight", c.Dim, kv),
 			Wv:       get(b+"attn_v.weight", c.Dim, kv),
+			Bq:       getOpt(bias, b+"attn_q.bias", q),
+			Bk:       getOpt(bias, b+"attn_k.bias", kv),
+			Bv:       getOpt(bias, b+"attn_v.bias", kv),
+			QNorm:    getOpt(qkNorm, b+"attn_q_norm.weight", c.HeadDim),
+			KNorm:    getOpt(qkNorm, b+"attn_k_norm.weight", c.HeadDim),
 			Wo:       get(b+"attn_output.weight", q, c.Dim),
 			FFNNorm:  get(b+"ffn_norm.weight", c.Dim),
 			WGate:    get(b+"ffn_gate.weight", c.Dim, c.FFN),
@@ -178,6 +238,7 @@ func Load(f *gguf.File) (*Model, error) {
 		}
 	}
 	m.OutNorm = get("output_norm.weight", c.Dim)
+	m.RopeFactors = getOpt(1, "rope_freqs.weight", c.HeadDim/2)
 	if f.Tensor("output.weight") != nil {
 		m.Output = get("output.weight", c.Dim, c.Vocab)
 	} else {
@@ -262,8 +323,13 @@ func (s *State) Forward(tok int32) ([]float32, error) {
 		matmul(s.q, L.Wq, s.h)
 		matmul(s.k, L.Wk, s.h)
 		matmul(s.v, L.Wv, s.h)
-		rope(s.q, pos, hd, c.RopeTheta)
-		rope(s.k, pos, hd, c.RopeTheta)
+		addBias(s.q, L.Bq)
+		addBias(s.k, L.Bk)
+		addBias(s.v, L.Bv)
+		headNorm(s.q, hd, L.QNorm, c.RMSEps)
+		headNorm(s.k, hd, L.KNorm, c.RMSEps)
+		ropeExt(s.q, pos, hd, c.RopeTheta, c.RopeScale, m.RopeFactors, c.RopeNeox)
+		ropeExt(s.k, pos, hd, c.RopeTheta, c.RopeScale, m.RopeFactors, c.RopeNeox)
 		copy(s.kCache[l][pos*kv:], s.k)
 		copy(s.vCache[l][pos*kv:], s.v)
 		group := c.Heads / c.KVHeads
@@ -395,15 +461,47 @@ func matmul(out []float64, w []float32, x []float64) {
 
 // rope rotates each adjacent pair (x[2i], x[2i+1]) of each head of size hd
 // by the angle pos * theta^(-2i/hd).
-func rope(x []float64, pos, hd int, theta float64) {
+func rope(x []float64, pos, hd int, theta float64) { ropeExt(x, pos, hd, theta, 1, nil, false) }
+
+// ropeExt rotates pair i of each head of size hd by the angle
+// pos * scale * theta^(-2i/hd) / factors[i] (factors nil: 1), as ggml's
+// rope without YaRN. The pair is (x[2i], x[2i+1]), or (x[i], x[i+hd/2])
+// when neox.
+func ropeExt(x []float64, pos, hd int, theta, scale float64, factors []float32, neox bool) {
 	for h := 0; h < len(x); h += hd {
 		for i := 0; i < hd/2; i++ {
-			angle := float64(pos) * math.Pow(theta, -2*float64(i)/float64(hd))
+			f := scale * math.Pow(theta, -2*float64(i)/float64(hd))
+			if factors != nil {
+				f /= float64(factors[i])
+			}
+			angle := float64(pos) * f
 			sin, cos := math.Sincos(angle)
-			a, b := x[h+2*i], x[h+2*i+1]
-			x[h+2*i] = a*cos - b*sin
-			x[h+2*i+1] = a*sin + b*cos
+			j, k := h+2*i, h+2*i+1
+			if neox {
+				j, k = h+i, h+i+hd/2
+			}
+			a, b := x[j], x[k]
+			x[j] = a*cos - b*sin
+			x[k] = a*sin + b*cos
 		}
+	}
+}
+
+// addBias adds b to x (nothing when b is nil).
+func addBias(x []float64, b []float32) {
+	for i, v := range b {
+		x[i] += float64(v)
+	}
+}
+
+// headNorm RMS-normalizes each head of size hd of x with weights w
+// (qwen3's q/k norms; nothing when w is nil).
+func headNorm(x []float64, hd int, w []float32, eps float64) {
+	if w == nil {
+		return
+	}
+	for h := 0; h < len(x); h += hd {
+		rmsnorm(x[h:h+hd], x[h:h+hd], w, eps)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/picometer/picometer/native/gguf"
@@ -56,6 +57,47 @@ func TestRope(t *testing.T) {
 	f([]float64{1, 0, 1, 0}, 3, 4, 100, []float64{math.Cos(3), math.Sin(3), // pair 1: 3·100^(-2/4) = 0.3 rad
 		math.Cos(0.3), math.Sin(0.3)})
 	f([]float64{1, 0, 0, 1}, 2, 4, 10000, []float64{math.Cos(2), math.Sin(2), -math.Sin(0.02), math.Cos(0.02)})
+}
+
+// TestRopeExt: NEOX pairs, linear scale and per-pair factors (Llama 3).
+func TestRopeExt(t *testing.T) {
+	f := func(x []float64, pos, hd int, theta, scale float64, factors []float32, neox bool, want []float64) {
+		t.Helper()
+		got := append([]float64(nil), x...)
+		ropeExt(got, pos, hd, theta, scale, factors, neox)
+		for i := range want {
+			if !near(got[i], want[i]) {
+				t.Errorf("ropeExt(%v, pos %d, hd %d, theta %g, scale %g, factors %v, neox %v) = %v, want %v",
+					x, pos, hd, theta, scale, factors, neox, got, want)
+				return
+			}
+		}
+	}
+	c1, s1 := math.Cos(1), math.Sin(1)
+	// NEOX pairs (x[i], x[i+hd/2]): pair 0 is (x0, x2) and turns by pos; pair 1 (x1, x3) by pos/100
+	f([]float64{1, 0, 0, 1}, 1, 4, 10000, 1, nil, true, []float64{c1, -math.Sin(0.01), s1, math.Cos(0.01)})
+	f([]float64{1, 0, 0, 0}, 1, 4, 10000, 1, nil, true, []float64{c1, 0, s1, 0})
+	f([]float64{0, 1, 0, 0}, 2, 4, 100, 1, nil, true, []float64{0, math.Cos(0.2), 0, math.Sin(0.2)})
+	// linear scale 1/4: position 4 turns pair 0 by 1 radian
+	f([]float64{1, 0}, 4, 2, 10000, 0.25, nil, false, []float64{c1, s1})
+	// factors divide each pair's angle: pair 1 of base 100 at pos 3 is 0.3 rad, / 3 = 0.1
+	f([]float64{1, 0, 1, 0}, 3, 4, 100, 1, []float32{1, 3}, false, []float64{math.Cos(3), math.Sin(3), math.Cos(0.1), math.Sin(0.1)})
+}
+
+func TestHeadNormAndBias(t *testing.T) {
+	x := []float64{3, 4, 1, 1}
+	addBias(x, []float32{1, -1, 0, 1})
+	if !slices.Equal(x, []float64{4, 3, 1, 2}) {
+		t.Fatalf("addBias: %v", x)
+	}
+	addBias(x, nil)
+	headNorm(x, 2, []float32{1, 2}, 0) // heads (4, 3) and (1, 2), each to unit RMS, then * (1, 2)
+	want := []float64{4 / math.Sqrt(12.5), 6 / math.Sqrt(12.5), 1 / math.Sqrt(2.5), 4 / math.Sqrt(2.5)}
+	for i := range want {
+		if !near(x[i], want[i]) {
+			t.Fatalf("headNorm: %v, want %v", x, want)
+		}
+	}
 }
 
 func TestSoftmax(t *testing.T) {
@@ -273,7 +315,7 @@ func TestLoadErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", name, err, want)
 		}
 	}
-	f("arch", func(g *gguf.File) { g.KV[0].Value = "gpt2" }, "reference: general.architecture gpt2, want llama")
+	f("arch", func(g *gguf.File) { g.KV[0].Value = "gpt2" }, "reference: general.architecture gpt2, want llama, qwen2 or qwen3")
 	f("missing tensor", func(g *gguf.File) { g.Tensors = append(g.Tensors[:3], g.Tensors[4:]...) },
 		"reference: tensor blk.0.attn_k.weight: missing")
 	f("shape", func(g *gguf.File) { g.Tensor("blk.1.ffn_down.weight").Dims = []uint64{64, 172} },

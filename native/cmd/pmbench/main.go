@@ -1,0 +1,169 @@
+// Command pmbench measures the engine on one GGUF file the way llama.cpp's
+// llama-bench and llama-batched-bench do, so tools/vs-llamacpp can put the
+// two side by side on the same file:
+//
+//	pmbench -model M -threads 1 -mode tg -batch 1 -n 128   # decode tok/s, batch requests at once
+//	pmbench -model M -threads 2 -mode pp -n 256            # prefill tok/s of an n-token prompt
+//	pmbench -model M -mode rss                             # resident bytes after loading and a short generation, file bytes, KV bytes
+//
+// It prints one number (tokens/s, or bytes for rss) on stdout. tg keeps
+// batch requests decoding (a finished one is replaced at once) and times n
+// steps after every request has its first token, so n tokens per request
+// at contexts growing from the prompt; pp submits one n-token prompt as a
+// single prefill chunk and times it to its first token.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/picometer/picometer/native"
+)
+
+func main() {
+	model := flag.String("model", "", "GGUF model file (required)")
+	threads := flag.Int("threads", 1, "compute threads")
+	mode := flag.String("mode", "tg", "tg (decode), pp (prefill) or rss")
+	batch := flag.Int("batch", 1, "tg: requests decoding at once")
+	n := flag.Int("n", 128, "tg: decode steps timed; pp: prompt tokens")
+	kernel := flag.String("kernel", "auto", "kernels: auto, avx2 or portable")
+	flag.Parse()
+	v, err := run(*model, *mode, *threads, *batch, *n, *kernel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pmbench:", err)
+		os.Exit(1)
+	}
+	fmt.Println(v)
+}
+
+func run(model, mode string, threads, batch, n int, kernel string) (string, error) {
+	if model == "" {
+		return "", fmt.Errorf("-model FILE is required")
+	}
+	cfg := native.DefaultConfig()
+	cfg.Threads, cfg.SpecK, cfg.Kernel = threads, 0, kernel
+	switch mode {
+	case "tg":
+		cfg.BMax = batch
+	case "pp":
+		cfg.BMax, cfg.PrefillChunk = 1, n
+	case "rss":
+		cfg.BMax = 1
+	default:
+		return "", fmt.Errorf("-mode %q: want tg, pp or rss", mode)
+	}
+	e, err := native.Open(model, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer e.Close()
+	vocab := int32(min(e.Info().Vocab, 256)) // byte tokens
+	switch mode {
+	case "rss":
+		// Touch every weight (a prefill and a few decode steps), then read
+		// VmRSS: the mapped file counts once it is read.
+		if _, err := e.Submit([]int32{1, 2, 3, 4, 5, 6, 7, 8}, native.Params{MaxTokens: 4}); err != nil {
+			return "", err
+		}
+		for i := 0; i < 8; i++ {
+			if _, err := e.Step(); err != nil {
+				return "", err
+			}
+		}
+		rss, err := residentBytes()
+		if err != nil {
+			return "", err
+		}
+		st, err := os.Stat(model)
+		if err != nil {
+			return "", err
+		}
+		in := e.Info()
+		headDim := in.Dim / in.Heads
+		kv := int64(2) * int64(in.Layers) * int64(in.ContextLength) * int64(in.KVHeads*headDim) * 4
+		return fmt.Sprintf("%d %d %d", rss, st.Size(), kv), nil
+	case "pp":
+		if n >= e.Info().ContextLength {
+			return "", fmt.Errorf("-n %d: the context is %d tokens", n, e.Info().ContextLength)
+		}
+		pr := make([]int32, n)
+		for i := range pr {
+			pr[i] = int32(i*31+7) % vocab
+		}
+		start := time.Now()
+		if _, err := e.Submit(pr, native.Params{MaxTokens: 1}); err != nil {
+			return "", err
+		}
+		for done := false; !done; {
+			outs, err := e.Step()
+			if err != nil {
+				return "", err
+			}
+			for _, o := range outs {
+				done = done || len(o.Tokens) > 0
+			}
+		}
+		return fmt.Sprintf("%.2f", float64(n)/time.Since(start).Seconds()), nil
+	}
+	// tg
+	pr := []int32{1 % vocab, 2 % vocab, 3 % vocab, 4 % vocab}
+	p := native.Params{MaxTokens: 1 << 20}
+	for i := 0; i < batch; i++ {
+		if _, err := e.Submit(pr, p); err != nil {
+			return "", err
+		}
+	}
+	started := map[native.ID]bool{}
+	tokens := 0
+	step := func() error {
+		outs, err := e.Step()
+		if err != nil {
+			return err
+		}
+		for _, o := range outs {
+			tokens += len(o.Tokens)
+			started[o.ID] = true
+			if o.Finish != "" {
+				if _, err := e.Submit(pr, p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for len(started) < batch {
+		if err := step(); err != nil {
+			return "", err
+		}
+	}
+	tokens = 0
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := step(); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%.2f", float64(tokens)/time.Since(start).Seconds()), nil
+}
+
+// residentBytes reads VmRSS from /proc/self/status.
+func residentBytes() (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/self/status")
+}

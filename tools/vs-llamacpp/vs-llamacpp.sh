@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# vs-llamacpp: picometer and llama.cpp side by side on the same GGUF files.
+#
+#   LLAMA_CPP_DIR=/tmp/llama.cpp tools/vs-llamacpp/vs-llamacpp.sh MODEL.gguf...
+#
+# LLAMA_CPP_DIR is a llama.cpp checkout with llama-bench and
+# llama-batched-bench built (in build/bin). For each model the two engines
+# run alternately, PAIRS times each (default 5), on the same file (a copy
+# whose tokenizer.ggml.model says "llama": llama.cpp refuses picometer's
+# byte vocabulary; the tensors are the same bytes). Printed per measurement:
+# the median tokens/s of each and picometer/llama.cpp:
+#   tg128 at batch 1 with 1 and 2 threads (llama-bench -n 128 / pmbench -mode tg)
+#   pp256 with 1 and 2 threads            (llama-bench -p 256 / pmbench -mode pp)
+#   batched generation at 8 and 16        (llama-batched-bench S_TG / pmbench -mode tg -batch N),
+#                                          BATCH_THREADS threads (default 1)
+# and, for decode at batch 1, each engine's share of the measured memory
+# bandwidth limit (19 GB/s one thread, 32 GB/s two; BW_1, BW_2) from the
+# bytes of weights one token reads.
+# Without LLAMA_CPP_DIR (or without its binaries) it says so and exits 0:
+# CI does not need it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${LLAMA_CPP_DIR:-}/build/bin
+if [[ -z ${LLAMA_CPP_DIR:-} || ! -x $bin/llama-bench || ! -x $bin/llama-batched-bench ]]; then
+	echo "vs-llamacpp: skipped: set LLAMA_CPP_DIR to a llama.cpp checkout with llama-bench and llama-batched-bench built in build/bin"
+	exit 0
+fi
+if [[ $# -lt 1 ]]; then
+	echo "usage: LLAMA_CPP_DIR=DIR $0 MODEL.gguf..." >&2
+	exit 2
+fi
+pairs=${PAIRS:-5}
+bt=${BATCH_THREADS:-1}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/pmbench" ./native/cmd/pmbench
+go build -o "$tmp/retok" ./tools/vs-llamacpp/retok
+go build -o "$tmp/matrixbytes" ./tools/vs-llamacpp/matrixbytes
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+
+# llama-bench prints CSV with avg_ts as the throughput column.
+llama_bench() { # model threads p n
+	"$bin/llama-bench" -m "$1" -t "$2" -p "$3" -n "$4" -r 1 -o csv 2>/dev/null |
+		awk -F, 'NR==1 {for (i=1;i<=NF;i++) if ($i ~ /avg_ts/) c=i; next} {gsub(/"/,"",$c); print $c}' | tail -1
+}
+# llama-batched-bench prints a markdown table; S_TG t/s is column 9 (| split).
+llama_batched() { # model threads npl
+	local ctx=$(($3 * 136 + 64))
+	"$bin/llama-batched-bench" -m "$1" -t "$2" -c "$ctx" -b 2048 -ub 512 -npp 8 -ntg 128 -npl "$3" 2>/dev/null |
+		awk -F'|' -v b="$3" '$4+0 == b && $2+0 == 8 {gsub(/ /,"",$9); print $9}' | tail -1
+}
+
+for model in "$@"; do
+	copy=$tmp/$(basename "$model")
+	"$tmp/retok" "$model" "$copy"
+	mb=$("$tmp/matrixbytes" "$copy")
+	echo "== $(basename "$model") ($(stat -c %s "$model") bytes; $mb bytes of weights read per token)"
+	printf '%-22s %12s %12s %8s %10s %10s\n' measurement llama.cpp picometer ratio bw_llama bw_pico
+	run() { # name llama-cmd pico-cmd [threads for bandwidth]
+		local name=$1 lc=$2 pc=$3 t=${4:-} l=() p=()
+		for ((i = 0; i < pairs; i++)); do
+			l+=("$(eval "$lc")")
+			p+=("$(eval "$pc")")
+		done
+		local lm pm
+		lm=$(printf '%s\n' "${l[@]}" | median)
+		pm=$(printf '%s\n' "${p[@]}" | median)
+		local bwl="" bwp=""
+		if [[ -n $t ]]; then
+			local lim=$((t == 1 ? ${BW_1:-19000000000} : ${BW_2:-32000000000}))
+			bwl=$(awk -v r="$lm" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r*b/l}')
+			bwp=$(awk -v r="$pm" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r*b/l}')
+		fi
+		printf '%-22s %12s %12s %7sx %10s %10s\n' "$name" "$lm" "$pm" \
+			"$(awk -v a="$pm" -v b="$lm" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "?"}')" "$bwl" "$bwp"
+	}
+	for t in 1 2; do
+		run "tg128 b=1 t=$t" "llama_bench '$copy' $t 0 128" "'$tmp/pmbench' -model '$copy' -threads $t -mode tg -batch 1 -n 128" "$t"
+	done
+	for t in 1 2; do
+		run "pp256 t=$t" "llama_bench '$copy' $t 256 0" "'$tmp/pmbench' -model '$copy' -threads $t -mode pp -n 256"
+	done
+	for b in 8 16; do
+		run "batched tg b=$b t=$bt" "llama_batched '$copy' $bt $b" "'$tmp/pmbench' -model '$copy' -threads $bt -mode tg -batch $b -n 128"
+	done
+done
