@@ -12,7 +12,7 @@ SE_BIN  := $(BIN)/statsd_exporter
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build run run-stack test test-go test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps build run run-stack test test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
@@ -37,11 +37,15 @@ run: build ## build, create the default model if missing, start sidecar + daemon
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (when installed)
 	@PICOMETER_STACK=1 scripts/run.sh
 
-test: deps lint models build $(VM_BIN) test-go test-nocgo test-c ## everything CI runs
+test: deps lint models build $(VM_BIN) test-go test-deploy test-nocgo test-c ## everything CI runs
 
 test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics)
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -timeout 20m ./...
+
+test-deploy: ## deploy/ (its own Go module: Kubernetes, kustomize, GIE, go-containerregistry): manifests strictly decoded, image archive, routing gauges
+	cd deploy && $(GO) vet ./...
+	cd deploy && PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
 
 test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/ promises ErrNoCgo, no panic)
 	CGO_ENABLED=0 $(GO) vet ./schema/... ./sidecar/... ./native/...
@@ -56,11 +60,12 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 bench: models build $(SE_BIN) ## benchmarks, printed as a table of medians (BENCHCOUNT runs each, default 5)
 	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) scripts/bench.sh $${BENCHCOUNT:-5}
 
-generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules)
+generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules, then deploy/kubernetes from them)
 	$(GO) generate ./...
+	cd deploy && $(GO) generate ./...
 
 generate-check: generate ## fail when generated files differ from the committed ones
-	git diff --exit-code -- schema/METRICS.md dashboards alerts
+	git diff --exit-code -- schema/METRICS.md dashboards alerts deploy
 
 lint: ## gofmt check + go vet
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
