@@ -65,6 +65,7 @@ type loop struct {
 	stopping     bool // ctlStop arrived: exit even after a panic
 
 	failedFlag atomic.Bool // the engine failed (for /health)
+	gauges     routingGauges
 }
 
 type cancelMsg struct {
@@ -90,7 +91,7 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 	if stepCap < 1 {
 		stepCap = native.DefaultConfig().StepRing
 	}
-	return &loop{
+	l := &loop{
 		eng: eng, sink: sink, clock: clock, log: log, interval: interval, timeout: timeout, stepCap: stepCap,
 		submitCh: make(chan *seq, 1024),
 		cancelCh: make(chan cancelMsg, 1024),
@@ -99,6 +100,8 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 		done:     make(chan struct{}),
 		active:   make(map[native.ID]*seq),
 	}
+	l.gauges.cfg = eng.Config()
+	return l
 }
 
 // --- API for handlers (any goroutine) ---
@@ -170,6 +173,7 @@ func (l *loop) run() {
 	defer close(l.done)
 	ticker := time.NewTicker(l.interval)
 	defer ticker.Stop()
+	l.gauges.publish(l.eng)
 	for !l.iterate(ticker) {
 	}
 }
@@ -219,6 +223,7 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 	if len(l.active) > 0 {
 		l.step()
 	}
+	l.gauges.publish(l.eng)
 	return false
 }
 
