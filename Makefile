@@ -7,12 +7,14 @@ MODELS  := build/models
 TINY    := $(MODELS)/tiny.gguf
 DEFAULT := $(MODELS)/default.gguf
 VM_BIN  := $(BIN)/victoria-metrics
+IMAGE   ?= picometer:0.1.0
+IMAGE_AR := build/picometer.oci.tar
 SE_BIN  := $(BIN)/statsd_exporter
 
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build run run-stack test test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps build image run run-stack test test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
@@ -26,6 +28,13 @@ build: ## build picometerd (cgo: the C engine) and picometer-sidecar (no cgo: no
 	$(GO) build -o $(BIN)/ ./daemon/cmd/picometerd
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar
 
+image: models ## the OCI image archive build/picometer.oci.tar (IMAGE=name:tag): FROM scratch, static picometerd and picometer-sidecar, the default model at /models/default.gguf
+	@mkdir -p build/image
+	$(GO) build -tags netgo,osusergo -trimpath -ldflags '-s -w -linkmode external -extldflags -static' -o build/image/ ./daemon/cmd/picometerd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o build/image/ ./sidecar/cmd/picometer-sidecar
+	cd deploy && $(GO) run ./cmd/mkimage -picometerd ../build/image/picometerd -sidecar ../build/image/picometer-sidecar \
+		-model ../$(DEFAULT) -ref $(IMAGE) -o ../$(IMAGE_AR)
+
 models: ## generate the tiny and default GGUF models under build/models (deterministic; not committed)
 	@mkdir -p $(MODELS)
 	$(GO) run ./native/cmd/mkmodel -preset tiny -o $(TINY)
@@ -37,7 +46,7 @@ run: build ## build, create the default model if missing, start sidecar + daemon
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (when installed)
 	@PICOMETER_STACK=1 scripts/run.sh
 
-test: deps lint models build $(VM_BIN) test-go test-deploy test-nocgo test-c ## everything CI runs
+test: deps lint models build image $(VM_BIN) test-go test-deploy test-nocgo test-c ## everything CI runs
 
 test-go: ## go test ./... with live checks required (promtool, prometheus, victoria-metrics)
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) \
@@ -45,7 +54,7 @@ test-go: ## go test ./... with live checks required (promtool, prometheus, victo
 
 test-deploy: ## deploy/ (its own Go module: Kubernetes, kustomize, GIE, go-containerregistry): manifests strictly decoded, image archive, routing gauges
 	cd deploy && $(GO) vet ./...
-	cd deploy && PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_DEFAULT_MODEL=$(CURDIR)/$(DEFAULT) \
+	cd deploy && PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_DEFAULT_MODEL=$(CURDIR)/$(DEFAULT) PICOMETER_IMAGE=$(CURDIR)/$(IMAGE_AR) \
 		$(GO) test -count=1 -timeout 20m ./...
 
 test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/ promises ErrNoCgo, no panic)
