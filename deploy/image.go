@@ -145,7 +145,6 @@ func writeFiles(w io.Writer, files map[string]string, mode int64) error {
 	return tw.Close()
 }
 
-
 // WriteOCIArchive writes img as an OCI image layout (index.json,
 // oci-layout, blobs/) in one tar file at out: what `podman load`,
 // `skopeo copy oci-archive:…` and Docker ≥ 25's `docker load` read.
@@ -278,4 +277,3 @@ func ReadOCIArchive(archive, dir string) (v1.Image, error) {
 	}
 	return idx.Image(m.Manifests[0].Digest)
 }
-
