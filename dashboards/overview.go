@@ -209,9 +209,11 @@ func Overview() *Dashboard {
 
 	// ---- sidecar --------------------------------------------------------
 	b.row("Sidecar")
-	b.add(4, 6, stat("Scrape target up", unitYesNo,
-		fmt.Sprintf("Whether Prometheus scraped the sidecar (up{job=%q}). The PicometerSidecarDown and PicometerSidecarAbsent alerts watch it.", th.Job),
-		target(selInstance("up", fmt.Sprintf("%s=%q", alerts.LabelJob, th.Job)), "{{instance}}")))
+	b.add(4, 6, stat("Sidecar reporting", unitYesNo,
+		fmt.Sprintf("Whether the sidecar reported (was scraped or pushed OTLP) in the last %s: the age of its heartbeat, a series it emits itself, so this reads the same on either path. The PicometerSidecarDown and PicometerSidecarAbsent alerts watch it.",
+			alerts.PromDuration(alerts.HeartbeatStale)),
+		target(fmt.Sprintf("max by (%s) (time() - %s) < bool %s", lInstance,
+			selInstance(alerts.Series(schema.IDSidecarHeartbeat, "")), strconv.Itoa(int(alerts.HeartbeatStale.Seconds()))), "{{instance}}")))
 	b.add(4, 6, stat("Daemon connections", unitShort,
 		help(schema.IDSidecarConnections),
 		target(fmt.Sprintf("sum by (%s) (%s)", lInstance, selInstance(alerts.Series(schema.IDSidecarConnections, ""))), "{{instance}}")))
