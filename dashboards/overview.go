@@ -88,7 +88,7 @@ func Overview() *Dashboard {
 		GraphTooltip: 1,
 		Links: []Link{{
 			Title: "Alert runbook", Type: "link", URL: alerts.RunbookBase, TargetBlank: true, Icon: "doc",
-			Tooltip: "What each picometer alert means and what to do",
+			Tooltip: "What each picometer alert means and what to do", Tags: []string{},
 		}},
 		Refresh:       "30s",
 		SchemaVersion: SchemaVersion,
