@@ -19,6 +19,10 @@ import (
 // dashboard, so a dashboard file need not carry them. Each entry is a
 // regular expression matched against one error message. Nothing else may
 // fail.
+//
+// Besides these, a panel's options may lack any option its plugin's
+// defaultOptions sets (read from @grafana/schema's own module): Grafana
+// merges those into the panel when it loads it.
 var grafanaFills = []string{
 	// A variable's current selection (VariableModel.current: text and
 	// value): Grafana sets it from the query result and the URL when the
@@ -41,7 +45,9 @@ var panelCfg = map[string]string{
 // Options and FieldConfig of its panel type, every row, and every template
 // variable, each as an object literal (so an unknown property is an error,
 // at any depth). Grafana's string enums are compared by their values (JSON
-// holds "value", the type BigValueColorMode.Value).
+// holds "value", the type BigValueColorMode.Value). Queries (targets) are
+// data-source specific and @grafana/schema has no Prometheus query type:
+// they are checked by the e2e tests against a live Prometheus instead.
 func TestGrafanaTypes(t *testing.T) {
 	node := testenv.Node(t)
 	schemaDir := testenv.NPMPackage(t, "@grafana/schema")
@@ -109,7 +115,7 @@ func dashboardTS(t *testing.T, file, schemaDir string) (string, int) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	b.WriteString("import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/schema';\n")
+	b.WriteString("import type { Dashboard, FieldConfig, FieldConfigSource, Panel, RowPanel, VariableModel } from '@grafana/schema';\n")
 	types := []string{}
 	for typ := range panelCfg {
 		types = append(types, typ)
@@ -122,8 +128,23 @@ func dashboardTS(t *testing.T, file, schemaDir string) (string, int) {
 // JSON holds a string enum's values, not its members.
 type JSONOf<T> = T extends string ? ` + "`${T}`" + ` : T extends number | boolean | null | undefined ? T :
 	T extends Array<infer U> ? Array<JSONOf<U>> : T extends object ? { [K in keyof T]: JSONOf<T[K]> } : T;
+// Grafana's Panel<TOptions, TCustom> leaves options a Record and custom
+// field config open (custom?: TCustom & Record<string, unknown>), so a
+// misspelt option would pass; PanelOf closes both.
+// WithDefaults makes the options a plugin's defaultOptions sets optional.
+type WithDefaults<O, K extends keyof O> = Omit<O, K> & Partial<Pick<O, K>>;
+type PanelOf<O, F> = Omit<Panel, 'options' | 'fieldConfig'> & {
+	options?: O;
+	fieldConfig?: Omit<FieldConfigSource, 'defaults'> & { defaults: Omit<FieldConfig, 'custom'> & { custom?: F } };
+};
 `)
 	n := 0
+	filled := map[string][]string{}
+	defer func() {
+		for typ, keys := range filled {
+			t.Logf("%s: options Grafana fills from the plugin's defaultOptions: %s", typ, strings.Join(keys, ", "))
+		}
+	}()
 	lit := func(v any) string {
 		out, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
@@ -152,6 +173,10 @@ type JSONOf<T> = T extends string ? ` + "`${T}`" + ` : T extends number | boolea
 			opts, fc := "Record<string, unknown>", "Record<string, unknown>"
 			if mod, ok := panelCfg[typ]; ok {
 				opts = ident(typ) + ".Options"
+				if keys := pluginDefaults(t, schemaDir, mod); len(keys) > 0 {
+					opts = fmt.Sprintf("WithDefaults<%s, %s>", opts, strings.Join(keys, " | "))
+					filled[typ] = keys
+				}
 				dts, err := os.ReadFile(filepath.Join(schemaDir, "dist", "types", "raw", "composable", filepath.Dir(mod), "types.gen.d.ts"))
 				if err != nil {
 					t.Fatal(err)
@@ -162,7 +187,7 @@ type JSONOf<T> = T extends string ? ` + "`${T}`" + ` : T extends number | boolea
 			} else {
 				t.Errorf("panel %q: type %q has no options types in the check (add it to panelCfg)", pm["title"], typ)
 			}
-			fmt.Fprintf(&b, "export const %s = %s satisfies JSONOf<Panel<%s, %s>>;\n", name, lit(pm), opts, fc)
+			fmt.Fprintf(&b, "export const %s = %s satisfies JSONOf<PanelOf<%s, %s>>;\n", name, lit(pm), opts, fc)
 			n++
 		}
 	}
@@ -182,3 +207,42 @@ type JSONOf<T> = T extends string ? ` + "`${T}`" + ` : T extends number | boolea
 }
 
 func ident(panelType string) string { return "cfg_" + panelType }
+
+// pluginDefaults returns the top-level keys of a panel plugin's
+// defaultOptions in @grafana/schema's ES module, quoted for TypeScript.
+func pluginDefaults(t *testing.T, schemaDir, mod string) []string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(schemaDir, "dist", "esm", "raw", "composable", filepath.Dir(mod), "types.gen.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := regexp.MustCompile(`(?s)/\*.*?\*/`).ReplaceAllString(string(src), "")
+	i := strings.Index(s, "defaultOptions = {")
+	if i < 0 {
+		return nil
+	}
+	s = s[i+len("defaultOptions = {"):]
+	var keys []string
+	depth, start := 0, 0
+	for j := 0; j < len(s) && depth >= 0; j++ {
+		switch s[j] {
+		case '{', '[', '(':
+			depth++
+		case '}', ']', ')':
+			depth--
+		case ':':
+			if depth == 0 {
+				key := strings.TrimSpace(s[start:j])
+				keys = append(keys, fmt.Sprintf("%q", strings.Trim(key, `"'`)))
+			}
+		case ',':
+			if depth == 0 {
+				start = j + 1
+			}
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatalf("%s: no keys in defaultOptions", mod)
+	}
+	return keys
+}

@@ -319,6 +319,8 @@ func bargauge(title, unit, desc string, targets ...Target) *Panel {
 		"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": true,
 		"valueMode": "color", "namePlacement": "auto", "sizing": "auto",
 		"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false},
+		// Required by Grafana's bar gauge options and not among its defaults.
+		"legend": map[string]any{"showLegend": false, "displayMode": "list", "placement": "bottom", "calcs": []string{}},
 	}
 	return p
 }
