@@ -272,6 +272,7 @@ func Describe(c Config) string {
 	fmt.Fprintf(&b, "idle_timeout = %s\n", q(c.IdleTimeout.String()))
 	fmt.Fprintf(&b, "shutdown_grace = %s\n", q(c.ShutdownGrace.String()))
 	fmt.Fprintf(&b, "log_level = %s\n", q(c.LogLevel))
+	fmt.Fprintf(&b, "compat = %t\n", c.Compat)
 	e := c.Engine
 	fmt.Fprintf(&b, "\n[engine]\n")
 	fmt.Fprintf(&b, "b_max = %d\nspec_k = %d\nprefill_chunk = %d\nblock_size = %d\n", e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize)
