@@ -7,13 +7,15 @@ MODELS  := build/models
 TINY    := $(MODELS)/tiny.gguf
 DEFAULT := $(MODELS)/default.gguf
 VM_BIN  := $(BIN)/victoria-metrics
+IMAGE   ?= picometer:0.1.0
+IMAGE_AR := build/picometer.oci.tar
 SE_BIN  := $(BIN)/statsd_exporter
 BS_BIN  := $(BIN)/benchstat
 
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build run run-stack test test-fast test-go test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps build image run run-stack test test-fast test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
@@ -29,6 +31,13 @@ build: ## build picometerd (cgo: the C engine), picometer-sidecar (no cgo: no li
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./alerts/cmd/picometer-rules
 
+image: models ## the OCI image archive build/picometer.oci.tar (IMAGE=name:tag): FROM scratch, static picometerd and picometer-sidecar, the default model at /models/default.gguf
+	@mkdir -p build/image
+	$(GO) build -tags netgo,osusergo -trimpath -ldflags '-s -w -linkmode external -extldflags -static' -o build/image/ ./daemon/cmd/picometerd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o build/image/ ./sidecar/cmd/picometer-sidecar
+	cd deploy && $(GO) run ./cmd/mkimage -picometerd ../build/image/picometerd -sidecar ../build/image/picometer-sidecar \
+		-model ../$(DEFAULT) -ref $(IMAGE) -o ../$(IMAGE_AR)
+
 models: ## generate the tiny and default GGUF models under build/models (deterministic; not committed)
 	@mkdir -p $(MODELS)
 	$(GO) run ./native/cmd/mkmodel -preset tiny -o $(TINY)
@@ -41,7 +50,7 @@ run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (insta
 	@scripts/deps.sh prometheus
 	@PICOMETER_STACK=1 $(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh
 
-test: deps lint models build test-go test-nocgo test-c ## every test; installs what it needs first (make deps)
+test: deps lint models build image test-go test-deploy test-nocgo test-c ## every test; installs what it needs first (make deps)
 
 test-fast: ## unit tests only, for development: no live programs (go test -short), no sanitizers; under a minute warm
 	$(GO) test -short ./...
@@ -51,6 +60,11 @@ test-go: ## go test ./... with live checks required (promtool, prometheus, victo
 	PICOMETER_LIVE=1 PICOMETER_VM_BIN=$(CURDIR)/$(VM_BIN) PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_REPORT_DIR=$(CURDIR)/build/reports \
 		$(GO) test -count=1 -timeout 20m ./...
 	@cat build/reports/report.txt 2>/dev/null || true
+
+test-deploy: ## deploy/ (its own Go module: Kubernetes, kustomize, GIE, go-containerregistry): manifests strictly decoded, image archive, routing gauges
+	cd deploy && $(GO) vet ./...
+	cd deploy && PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_DEFAULT_MODEL=$(CURDIR)/$(DEFAULT) PICOMETER_IMAGE=$(CURDIR)/$(IMAGE_AR) \
+		$(GO) test -count=1 -timeout 20m ./...
 
 test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/ promises ErrNoCgo, no panic)
 	CGO_ENABLED=0 $(GO) vet ./schema/... ./sidecar/... ./native/...
@@ -72,11 +86,12 @@ screenshot: build models ## regenerate docs/status-page.png, the README's pictur
 	@mkdir -p docs
 	cp build/status-page.png docs/status-page.png
 
-generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules and their tests from alerts/slo.toml)
+generate: ## regenerate generated files (schema/METRICS.md, dashboards, rules and their tests from alerts/slo.toml, then deploy/kubernetes from them)
 	$(GO) generate ./...
+	cd deploy && $(GO) generate ./...
 
 generate-check: generate ## fail when generated files differ from the committed ones
-	git diff --exit-code -- schema/METRICS.md dashboards alerts
+	git diff --exit-code -- schema/METRICS.md dashboards alerts deploy
 
 lint: ## gofmt check + go vet
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \

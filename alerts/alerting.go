@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/picometer/picometer/schema"
 )
@@ -80,6 +81,7 @@ func alertingGroups(t Thresholds) []Group {
 		return func(th float64) string { return series + " > " + num(th) }
 	}
 	upSel := fmt.Sprintf(`up{%s=%q}`, LabelJob, t.Job)
+	heartbeat := Series(schema.IDSidecarHeartbeat, "")
 	model := "{{ $labels." + LabelModel + " }}"
 	inst := "{{ $labels." + LabelInstance + " }}"
 
@@ -144,16 +146,30 @@ func alertingGroups(t Thresholds) []Group {
 			description: "Sidecar " + inst + " has had no daemon connected to its socket for %[2]s.",
 		},
 		{
+			// The heartbeat is the sidecar's own series, so this works
+			// whether Prometheus scrapes the sidecar or it pushes OTLP
+			// (through a Collector, Prometheus' OTLP receiver or
+			// VictoriaMetrics): a sidecar seen in the last 10m whose
+			// heartbeat is older than HeartbeatStale; or a scrape target
+			// that is down.
 			name: "PicometerSidecarDown", levels: []level{{SeverityCritical, t.TargetDown}},
-			expr:        func(float64) string { return upSel + " == 0" },
-			summary:     "A sidecar scrape target is down.",
-			description: "Prometheus has failed to scrape " + inst + " (job {{ $labels.job }}) for %[2]s.",
+			expr: func(float64) string {
+				return fmt.Sprintf("time() - max_over_time(%s[10m]) > %s or on (%s, %s) %s == 0",
+					heartbeat, num(HeartbeatStale.Seconds()), LabelJob, LabelInstance, upSel)
+			},
+			summary: "A sidecar stopped reporting.",
+			description: "Sidecar " + inst + " (job {{ $labels.job }}) has neither been scraped nor pushed OTLP for over " +
+				PromDuration(HeartbeatStale) + " (or its scrape target is down), for %[2]s.",
 		},
 		{
 			name: "PicometerSidecarAbsent", levels: []level{{SeverityCritical, t.TargetAbsent}},
-			expr:        func(float64) string { return "absent(" + upSel + ")" },
-			summary:     "Prometheus has no sidecar scrape target.",
-			description: "There has been no scrape target with job=\"{{ $labels.job }}\" for %[2]s: no LLM serving metrics are collected.",
+			expr: func(float64) string {
+				return fmt.Sprintf("absent_over_time(%s[%s])", heartbeat, PromDuration(HeartbeatStale))
+			},
+			summary: "No sidecar reports.",
+			description: "absent_over_time(" + heartbeat + "[" + PromDuration(HeartbeatStale) + "]) = {{ $value | humanize }}:" +
+				" no picometer sidecar has been scraped or pushed OTLP for " + PromDuration(HeartbeatStale) +
+				", for %[2]s. No LLM serving metrics are collected.",
 		},
 	}
 
@@ -170,3 +186,9 @@ func alertingGroups(t Thresholds) []Group {
 		build("picometer.sidecar.alerts", sidecar),
 	}
 }
+
+// HeartbeatStale is how old a sidecar's last heartbeat
+// (picometer_sidecar_heartbeat_seconds, the time of its last scrape or OTLP
+// export) may be before the sidecar counts as silent: three OTLP export
+// intervals at the SDK's default of 60s.
+const HeartbeatStale = 3 * time.Minute

@@ -159,7 +159,7 @@ func TestGroupsUseThresholds(t *testing.T) {
 	th.KVCacheUsage.Warning = Tier{Threshold: 0.001, For: time.Second}
 	th.Job = "other-job"
 	out := string(Render(Groups(th)))
-	for _, want := range []string{` > 0.001'`, "for: 1s", `up{job="other-job"} == 0`, `absent(up{job="other-job"})`} {
+	for _, want := range []string{` > 0.001'`, "for: 1s", `or on (job, instance) up{job="other-job"} == 0`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rules built from modified thresholds lack %q", want)
 		}

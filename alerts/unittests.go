@@ -118,6 +118,12 @@ func formatLE(b float64) string {
 	return num(b)
 }
 
+// heartbeat is a sidecar's heartbeat reported every minute for the first
+// minutes (its value the time of the report), then no more.
+func heartbeat(minutes int) InputSeries {
+	return InputSeries{Name: Series(schema.IDSidecarHeartbeat, ""), Labels: testTarget, Values: fmt.Sprintf("0+60x%d", minutes)}
+}
+
 func up(job string, v float64) InputSeries {
 	return InputSeries{Name: "up", Labels: []KV{{LabelJob, job}, {LabelInstance, "127.0.0.1:9464"}}, Values: fmt.Sprintf("%s+0x30", num(v))}
 }
@@ -214,15 +220,21 @@ func UnitTests() []UnitTest {
 			Series: []InputSeries{gauge(schema.IDSidecarConnections, 0, testTarget)},
 			Fires:  []string{w}, Labels: testTarget, Value: "0"},
 
-		{Name: "a target that is up stays quiet", Alert: "PicometerSidecarDown", Eval: 10 * m,
-			Series: []InputSeries{up(Job, 1)}},
-		{Name: "a target that is down fires", Alert: "PicometerSidecarDown", Eval: 10 * m,
-			Series: []InputSeries{up(Job, 0)}, Fires: []string{c}, Labels: testTarget, Value: "0"},
+		{Name: "a scraped target that is up stays quiet", Alert: "PicometerSidecarDown", Eval: 10 * m,
+			Series: []InputSeries{up(Job, 1), heartbeat(30)}},
+		{Name: "a sidecar pushing OTLP (no up) stays quiet", Alert: "PicometerSidecarDown", Eval: 10 * m,
+			Series: []InputSeries{heartbeat(30)}},
+		{Name: "a scrape target that is down fires", Alert: "PicometerSidecarDown", Eval: 10 * m,
+			Series: []InputSeries{up(Job, 0), heartbeat(2)}, Fires: []string{c}, Labels: testTarget, Value: "0"},
+		{Name: "a sidecar whose OTLP pushes stopped at 2m fires", Alert: "PicometerSidecarDown", Eval: 10 * m,
+			Series: []InputSeries{heartbeat(2)}, Fires: []string{c}, Labels: testTarget, Value: "8m 0s"},
 
-		{Name: "a scraped target stays quiet", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
-			Series: []InputSeries{up(Job, 1)}},
-		{Name: "no target of the job fires", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
-			Series: []InputSeries{up("node", 1)}, Fires: []string{c}, Labels: []KV{{LabelJob, Job}}, Value: "1"},
+		{Name: "a scraped sidecar stays quiet", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
+			Series: []InputSeries{up(Job, 1), heartbeat(30)}},
+		{Name: "a sidecar pushing OTLP (no up) stays quiet", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
+			Series: []InputSeries{heartbeat(30)}},
+		{Name: "no sidecar heartbeat fires", Alert: "PicometerSidecarAbsent", Eval: 15 * m,
+			Series: []InputSeries{up("node", 1)}, Fires: []string{c}, Value: "1"},
 	}
 }
 

@@ -55,6 +55,11 @@ type Config struct {
 	// "error". Nothing is logged per request at info; debug adds fasthttp's
 	// per-connection errors. Default "info".
 	LogLevel string `toml:"log_level"`
+	// Compat serves the routing gauges of GET /metrics under vLLM's names
+	// too (vllm:num_requests_waiting, …; schema.RoutingProfile), the names
+	// the Gateway API Inference Extension's endpoint picker reads.
+	// Default true.
+	Compat bool `toml:"compat"`
 
 	// Engine configures the native engine.
 	Engine EngineConfig `toml:"engine"`
@@ -126,6 +131,7 @@ func DefaultConfig() Config {
 		IdleTimeout:        120 * time.Second,
 		ShutdownGrace:      10 * time.Second,
 		LogLevel:           "info",
+		Compat:             true,
 		Engine: EngineConfig{
 			BMax: nc.BMax, SpecK: nc.SpecK, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
 			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,

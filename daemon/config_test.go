@@ -22,7 +22,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	// The documented defaults (issue 4 and the field comments).
 	if c.Listen != "127.0.0.1:8000" || c.Model != "build/models/default.gguf" || c.Engine.BMax != 8 || c.Engine.SpecK != 4 ||
 		c.Metrics.Socket != schema.DefaultSocketPath || c.Metrics.Queue != 65536 || c.Metrics.SnapshotInterval != time.Second ||
-		len(c.APIKeys) != 0 || c.RequestTimeout != 300*time.Second || c.ShutdownGrace != 10*time.Second || c.LogLevel != "info" {
+		len(c.APIKeys) != 0 || c.RequestTimeout != 300*time.Second || c.ShutdownGrace != 10*time.Second || c.LogLevel != "info" || !c.Compat {
 		t.Errorf("defaults changed: %+v", c)
 	}
 }
@@ -34,6 +34,7 @@ func TestConfigFiles(t *testing.T) {
 	full.MaxBodyBytes = 65536
 	full.RequestTimeout, full.StreamStallTimeout, full.ReadTimeout = 2*time.Minute, 30*time.Second, 10*time.Second
 	full.IdleTimeout, full.ShutdownGrace, full.LogLevel = time.Minute, 5*time.Second, "debug"
+	full.Compat = false
 	full.Engine = EngineConfig{BMax: 4, SpecK: 0, PrefillChunk: 32, BlockSize: 32, KVBlocks: 64, MaxWaiting: 16, Threads: 2, Kernel: "portable", Context: 2048}
 	full.Metrics = MetricsConfig{Socket: "/run/picometer/events.sock", Queue: 1024, SnapshotInterval: 500 * time.Millisecond,
 		WriteTimeout: 2 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 10 * time.Second, FlushTimeout: 3 * time.Second}

@@ -63,6 +63,7 @@ type loop struct {
 	stopping     bool            // ctlStop arrived: exit even after a panic
 
 	failedFlag atomic.Bool // the engine failed (for /health)
+	gauges     routingGauges
 }
 
 // loopMsg is one message from a handler to the loop (or, tick, from the
@@ -98,12 +99,14 @@ func newLoop(eng Engine, sink eventSink, clock func() int64, log *slog.Logger, i
 	if stepCap < 1 {
 		stepCap = native.DefaultConfig().StepRing
 	}
-	return &loop{
+	l := &loop{
 		eng: eng, sink: sink, clock: clock, log: log, interval: interval, timeout: timeout, stepCap: stepCap,
 		inbox:  make(chan loopMsg, 2048),
 		done:   make(chan struct{}),
 		active: make(map[native.ID]*seq),
 	}
+	l.gauges.cfg = eng.Config()
+	return l
 }
 
 // --- API for handlers (any goroutine) ---
@@ -175,6 +178,7 @@ func (l *loop) run() {
 	defer close(l.done)
 	ticker := time.NewTicker(l.interval)
 	defer ticker.Stop()
+	l.gauges.publish(l.eng)
 	for !l.iterate(ticker) {
 	}
 }
@@ -216,6 +220,7 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 	if len(l.active) > 0 {
 		l.step()
 	}
+	l.gauges.publish(l.eng)
 	return false
 }
 

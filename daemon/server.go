@@ -243,6 +243,8 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		if d.get(ctx) {
 			d.debugMetrics(ctx)
 		}
+	case pathRoutingMetrics:
+		d.routingMetrics(ctx)
 	default:
 		if id, ok := bytes.CutPrefix(path, []byte(pathModels+"/")); ok {
 			if d.get(ctx) && d.authorized(ctx) {

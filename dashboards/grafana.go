@@ -57,6 +57,12 @@ type Link struct {
 	TargetBlank bool   `json:"targetBlank"`
 	Icon        string `json:"icon"`
 	Tooltip     string `json:"tooltip"`
+	// Grafana's DashboardLink requires these (TestGrafanaTypes); false
+	// and empty for a plain link.
+	AsDropdown  bool     `json:"asDropdown"`
+	IncludeVars bool     `json:"includeVars"`
+	KeepTime    bool     `json:"keepTime"`
+	Tags        []string `json:"tags"`
 }
 
 // DatasourceRef points at a data source by type and uid (here the

@@ -88,7 +88,7 @@ func Overview() *Dashboard {
 		GraphTooltip: 1,
 		Links: []Link{{
 			Title: "Alert runbook", Type: "link", URL: alerts.RunbookBase, TargetBlank: true, Icon: "doc",
-			Tooltip: "What each picometer alert means and what to do",
+			Tooltip: "What each picometer alert means and what to do", Tags: []string{},
 		}},
 		Refresh:       "30s",
 		SchemaVersion: SchemaVersion,
@@ -214,9 +214,11 @@ func Overview() *Dashboard {
 
 	// ---- sidecar --------------------------------------------------------
 	b.row("Sidecar")
-	b.add(4, 6, stat("Scrape target up", unitYesNo,
-		fmt.Sprintf("Whether Prometheus scraped the sidecar (up{job=%q}). The PicometerSidecarDown and PicometerSidecarAbsent alerts watch it.", th.Job),
-		target(selInstance("up", fmt.Sprintf("%s=%q", alerts.LabelJob, th.Job)), "{{instance}}")))
+	b.add(4, 6, stat("Sidecar reporting", unitYesNo,
+		fmt.Sprintf("Whether the sidecar reported (was scraped or pushed OTLP) in the last %s: the age of its heartbeat, a series it emits itself, so this reads the same on either path. The PicometerSidecarDown and PicometerSidecarAbsent alerts watch it.",
+			alerts.PromDuration(alerts.HeartbeatStale)),
+		target(fmt.Sprintf("max by (%s) (time() - %s) < bool %s", lInstance,
+			selInstance(alerts.Series(schema.IDSidecarHeartbeat, "")), strconv.Itoa(int(alerts.HeartbeatStale.Seconds()))), "{{instance}}")))
 	b.add(4, 6, stat("Daemon connections", unitShort,
 		help(schema.IDSidecarConnections),
 		target(fmt.Sprintf("sum by (%s) (%s)", lInstance, selInstance(alerts.Series(schema.IDSidecarConnections, ""))), "{{instance}}")))
@@ -322,6 +324,8 @@ func bargauge(title, unit, desc string, targets ...Target) *Panel {
 		"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": true,
 		"valueMode": "color", "namePlacement": "auto", "sizing": "auto",
 		"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false},
+		// Required by Grafana's bar gauge options and not among its defaults.
+		"legend": map[string]any{"showLegend": false, "displayMode": "list", "placement": "bottom", "calcs": []string{}},
 	}
 	return p
 }

@@ -60,8 +60,11 @@ func (p promAPI) get(path string, params url.Values) (json.RawMessage, error) {
 
 // query runs an instant query at now. A parse or evaluation error is
 // returned as reported by Prometheus.
-func (p promAPI) query(expr string) ([]promSample, error) {
-	data, err := p.get("/api/v1/query", url.Values{"query": {expr}, "time": {strconv.FormatInt(time.Now().Unix(), 10)}})
+func (p promAPI) query(expr string) ([]promSample, error) { return p.queryAt(expr, time.Now()) }
+
+// queryAt runs an instant query evaluated at time at.
+func (p promAPI) queryAt(expr string, at time.Time) ([]promSample, error) {
+	data, err := p.get("/api/v1/query", url.Values{"query": {expr}, "time": {strconv.FormatInt(at.Unix(), 10)}})
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,7 @@ const (
 	IDSidecarConnections   = "sidecar_connections"
 	IDSidecarLastEventAge  = "sidecar_last_event_age"
 	IDSidecarExportFailure = "sidecar_otlp_export_failures"
+	IDSidecarHeartbeat     = "sidecar_heartbeat"
 )
 
 // Families is the metric table: every family picometer exports, once.
@@ -260,6 +261,11 @@ var Families = []*Family{
 	{
 		ID: IDSidecarExportFailure, Name: "picometer.sidecar.otlp.export.failures", Unit: "{export}", Kind: KindCounter,
 		Help:   "OTLP exports that failed (the data of a failed export is retried by the next export, cumulatively).",
+		Source: SourceSidecar,
+	},
+	{
+		ID: IDSidecarHeartbeat, Name: "picometer.sidecar.heartbeat", Unit: "s", Kind: KindGauge,
+		Help:   "Unix time at which the sidecar produced this sample (a scrape or an OTLP export): liveness whether it is scraped or pushes.",
 		Source: SourceSidecar,
 	},
 }

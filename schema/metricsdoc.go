@@ -67,6 +67,7 @@ func MetricsDoc() []byte {
 	}
 	b.WriteString("\nProcess and host identity are not labels: they travel on the OTLP resource (`service.name`,\n")
 	b.WriteString("`service.instance.id`, `host.name`) and, for Prometheus, in the scrape target's `job` and `instance`.\n")
+	routingDoc(&b)
 	return b.Bytes()
 }
 

@@ -71,7 +71,7 @@ func NewAggregator(opt AggregatorOptions) *Aggregator {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	a.self = newSelfMetrics(a.reg, a.now())
+	a.self = newSelfMetrics(a.reg, a.now)
 	return a
 }
 

@@ -11,7 +11,8 @@ import (
 
 // selfMetrics are the sidecar's own series (schema source "sidecar") that
 // have no daemon labels: events applied by kind, rejected lines by reason,
-// open connections and failed OTLP exports. Every label value of their
+// open connections, failed OTLP exports and the heartbeat (the wall-clock
+// time of each scrape or export, so liveness reads the same on both paths). Every label value of their
 // closed sets is registered up front, so a rate over them is 0, not absent.
 // (events_lost and last_event_age carry model and engine and live on the
 // daemon's target.)
@@ -20,10 +21,12 @@ type selfMetrics struct {
 	decodeErrors   []*counterSeries // by schema.DecodeReasons
 	connections    *gaugeSeries
 	exportFailures *counterSeries
+	heartbeat      *gaugeSeries
 	all            []series
 }
 
-func newSelfMetrics(r *registry, now time.Time) *selfMetrics {
+func newSelfMetrics(r *registry, clock func() time.Time) *selfMetrics {
+	now := clock()
 	s := &selfMetrics{}
 	for _, k := range schema.AttrEventKind.Values {
 		c := r.newCounter(schema.IDSidecarEvents, now, label{schema.AttrEventKind, k})
@@ -37,7 +40,8 @@ func newSelfMetrics(r *registry, now time.Time) *selfMetrics {
 	}
 	s.connections = r.newGauge(schema.IDSidecarConnections, now, nil)
 	s.exportFailures = r.newCounter(schema.IDSidecarExportFailure, now)
-	s.all = append(s.all, s.connections, s.exportFailures)
+	s.heartbeat = r.newGauge(schema.IDSidecarHeartbeat, now, func() float64 { return float64(clock().UnixMilli()) / 1e3 })
+	s.all = append(s.all, s.connections, s.exportFailures, s.heartbeat)
 	return s
 }
 

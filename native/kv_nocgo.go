@@ -1,0 +1,6 @@
+//go:build !cgo
+
+package native
+
+// KVBlocks returns zeros: the engine needs cgo.
+func (e *Engine) KVBlocks() (used, total int) { return 0, 0 }
