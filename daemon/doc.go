@@ -7,6 +7,12 @@
 //	POST /v1/completions       prompt: a string, a list of one string, a list of token ids,
 //	                           or a list of one list of token ids
 //	POST /v1/chat/completions  messages with system (or developer), user and assistant roles
+//	POST /v1/responses         the text subset of OpenAI's Responses API (responses.go):
+//	                           input (a string or message items), instructions,
+//	                           max_output_tokens, temperature, top_p, stream; a chat
+//	                           (gen_ai.operation.name "chat") answered as a Responses
+//	                           object or its server-sent events (responses_stream.go);
+//	                           GET /v1/responses/{id} is a 404: no response is stored
 //	GET  /v1/models            the one model served (and GET /v1/models/{id})
 //	GET  /health               {"status":"ok"}; 503 when shutting down or after an engine failure
 //	GET  /debug/engine_metrics a fresh engine snapshot in MLC-LLM's EngineMetrics shape

@@ -23,9 +23,30 @@ func (d *Daemon) emitError(id, op string, stream bool, e *apiError, arrival int6
 	d.sink.Request(&schema.Request{RequestBody: body})
 }
 
-func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
+// Endpoints that generate.
+type endpoint uint8
+
+const (
+	epCompletions endpoint = iota // POST /v1/completions
+	epChat                        // POST /v1/chat/completions
+	epResponses                   // POST /v1/responses (a chat, answered as a Responses object)
+)
+
+// op is the endpoint's gen_ai.operation.name.
+func (ep endpoint) op() string {
+	if ep == epCompletions {
+		return schema.OpTextCompletion
+	}
+	return schema.OpChat
+}
+
+func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	arrival := d.clock()
+	op := ep.op()
 	id := d.newID(op)
+	if ep == epResponses {
+		id = d.newResponseID()
+	}
 	var r genRequest
 	var s *seq // once submitted, the loop sends its request event
 	defer func() {
@@ -54,9 +75,12 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		return
 	}
 	var e *apiError
-	if op == schema.OpChat {
+	switch ep {
+	case epChat:
 		e = decodeChatVocab(ctx.PostBody(), &r, d.codec.size)
-	} else {
+	case epResponses:
+		e = decodeResponses(ctx.PostBody(), &r, d.codec.size)
+	default:
 		e = decodeCompletionVocab(ctx.PostBody(), &r, d.codec.size)
 	}
 	if e == nil {
@@ -69,6 +93,10 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 	if r.Model != "" && r.Model != d.model {
 		fail(errModelNotFound(r.Model, d.model))
 		return
+	}
+	var rm *responsesMeta
+	if r.Responses {
+		rm = newResponsesMeta(id, &r)
 	}
 	if e := d.fitContext(&r); e != nil {
 		fail(e)
@@ -96,7 +124,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		return
 	}
 	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
-		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage}
+		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage, resp: rm}
 	if r.Stream {
 		ctx.SetStatusCode(fasthttp.StatusOK)
 		ctx.SetContentType("text/event-stream")
@@ -104,7 +132,11 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
 		ctx.Response.ImmediateHeaderFlush = true
 		conn := ctx.Conn()
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
+		if rm != nil {
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.streamResponse(w, conn, s, &m) })
+		} else {
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
+		}
 		return
 	}
 	d.respond(ctx, s, &m)
@@ -159,5 +191,9 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 	}
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
+	if m.resp != nil {
+		ctx.SetBody(m.appendResponseObject(nil, all.text, res.finish, &res.body))
+		return
+	}
 	ctx.SetBody(m.appendResponse(nil, all.text, all.toks, res.finish, &res.body))
 }

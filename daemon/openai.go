@@ -42,6 +42,12 @@ type genRequest struct {
 	IncludeUsage    bool // stream_options.include_usage: a final usage chunk
 	ContinuousUsage bool // stream_options.continuous_usage_stats (vLLM): usage in every chunk
 	ReturnTokenIDs  bool // return_token_ids (vLLM): token ids beside the text
+
+	// POST /v1/responses (responses.go): a chat answered as a Responses
+	// object, with its instructions echoed back.
+	Responses       bool
+	Instructions    string
+	HasInstructions bool
 }
 
 // Request limits.

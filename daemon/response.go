@@ -17,9 +17,10 @@ type respMeta struct {
 	model           string
 	created         int64
 	promptTokens    int
-	tokenIDs        bool // return_token_ids
-	includeUsage    bool // stream_options.include_usage
-	continuousUsage bool // stream_options.continuous_usage_stats
+	tokenIDs        bool           // return_token_ids
+	includeUsage    bool           // stream_options.include_usage
+	continuousUsage bool           // stream_options.continuous_usage_stats
+	resp            *responsesMeta // a /v1/responses request; nil otherwise
 }
 
 // usageExtra is usage.extra: the request's own metrics, computed from the
@@ -53,67 +54,74 @@ func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.PromptTokens+b.CompletionTokens), 10)
 	if extra {
-		s := func(us int64) float64 { return float64(max(us, 0)) / 1e6 }
-		tpot := 0.0
-		if b.CompletionTokens > 1 && b.FirstTokenUS >= 0 {
-			tpot = s(b.LastTokenUS-b.FirstTokenUS) / float64(b.CompletionTokens-1)
-		}
-		prefill, decode := 0.0, 0.0
-		if b.FirstTokenUS >= 0 {
-			decode = s(b.FinishUS - b.FirstTokenUS)
-			if b.AdmittedUS >= 0 {
-				prefill = s(b.FirstTokenUS - b.AdmittedUS)
-			}
-		}
-		acceptRate := 0.0
-		if b.DraftTokens > 0 {
-			acceptRate = float64(b.AcceptedTokens) / float64(b.DraftTokens)
-		}
-		var itlSum, itlMax int64
-		for _, g := range b.ITLUS {
-			itlSum += g
-			itlMax = max(itlMax, g)
-		}
-		itlMean := 0.0
-		if len(b.ITLUS) > 0 {
-			itlMean = s(itlSum) / float64(len(b.ITLUS))
-		}
-		m := b.MLCMetrics()
-		dst = append(dst, `,"extra":{"ttft_s":`...)
-		dst = appendFloat(dst, s(b.FirstTokenUS))
-		dst = append(dst, `,"time_per_output_token_s":`...)
-		dst = appendFloat(dst, tpot)
-		dst = append(dst, `,"itl_mean_s":`...)
-		dst = appendFloat(dst, itlMean)
-		dst = append(dst, `,"itl_max_s":`...)
-		dst = appendFloat(dst, s(itlMax))
-		dst = append(dst, `,"e2e_s":`...)
-		dst = appendFloat(dst, s(b.FinishUS))
-		dst = append(dst, `,"queue_s":`...)
-		dst = appendFloat(dst, s(b.AdmittedUS))
-		dst = append(dst, `,"prefill_s":`...)
-		dst = appendFloat(dst, prefill)
-		dst = append(dst, `,"decode_s":`...)
-		dst = appendFloat(dst, decode)
-		dst = append(dst, `,"prefill_tokens_per_s":`...)
-		dst = appendFloat(dst, m.PrefillTokensPerS)
-		dst = append(dst, `,"decode_tokens_per_s":`...)
-		dst = appendFloat(dst, m.DecodeTokensPerS)
-		dst = append(dst, `,"inter_token_latency_s":`...)
-		dst = appendFloat(dst, m.InterTokenLatencyS)
-		dst = append(dst, `,"prefill_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.PrefillTokens), 10)
-		dst = append(dst, `,"decode_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.DecodeTokens), 10)
-		dst = append(dst, `,"draft_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.DraftTokens), 10)
-		dst = append(dst, `,"accepted_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
-		dst = append(dst, `,"accept_rate":`...)
-		dst = appendFloat(dst, acceptRate)
-		dst = append(dst, '}')
+		dst = appendUsageExtra(dst, b)
 	}
 	return append(dst, '}')
+}
+
+// appendUsageExtra appends usage.extra (see appendUsage) as a field:
+// ,"extra":{…}.
+func appendUsageExtra(dst []byte, b *schema.RequestBody) []byte {
+	s := func(us int64) float64 { return float64(max(us, 0)) / 1e6 }
+	tpot := 0.0
+	if b.CompletionTokens > 1 && b.FirstTokenUS >= 0 {
+		tpot = s(b.LastTokenUS-b.FirstTokenUS) / float64(b.CompletionTokens-1)
+	}
+	prefill, decode := 0.0, 0.0
+	if b.FirstTokenUS >= 0 {
+		decode = s(b.FinishUS - b.FirstTokenUS)
+		if b.AdmittedUS >= 0 {
+			prefill = s(b.FirstTokenUS - b.AdmittedUS)
+		}
+	}
+	acceptRate := 0.0
+	if b.DraftTokens > 0 {
+		acceptRate = float64(b.AcceptedTokens) / float64(b.DraftTokens)
+	}
+	var itlSum, itlMax int64
+	for _, g := range b.ITLUS {
+		itlSum += g
+		itlMax = max(itlMax, g)
+	}
+	itlMean := 0.0
+	if len(b.ITLUS) > 0 {
+		itlMean = s(itlSum) / float64(len(b.ITLUS))
+	}
+	m := b.MLCMetrics()
+	dst = append(dst, `,"extra":{"ttft_s":`...)
+	dst = appendFloat(dst, s(b.FirstTokenUS))
+	dst = append(dst, `,"time_per_output_token_s":`...)
+	dst = appendFloat(dst, tpot)
+	dst = append(dst, `,"itl_mean_s":`...)
+	dst = appendFloat(dst, itlMean)
+	dst = append(dst, `,"itl_max_s":`...)
+	dst = appendFloat(dst, s(itlMax))
+	dst = append(dst, `,"e2e_s":`...)
+	dst = appendFloat(dst, s(b.FinishUS))
+	dst = append(dst, `,"queue_s":`...)
+	dst = appendFloat(dst, s(b.AdmittedUS))
+	dst = append(dst, `,"prefill_s":`...)
+	dst = appendFloat(dst, prefill)
+	dst = append(dst, `,"decode_s":`...)
+	dst = appendFloat(dst, decode)
+	dst = append(dst, `,"prefill_tokens_per_s":`...)
+	dst = appendFloat(dst, m.PrefillTokensPerS)
+	dst = append(dst, `,"decode_tokens_per_s":`...)
+	dst = appendFloat(dst, m.DecodeTokensPerS)
+	dst = append(dst, `,"inter_token_latency_s":`...)
+	dst = appendFloat(dst, m.InterTokenLatencyS)
+	dst = append(dst, `,"prefill_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.PrefillTokens), 10)
+	dst = append(dst, `,"decode_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.DecodeTokens), 10)
+	dst = append(dst, `,"draft_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.DraftTokens), 10)
+	dst = append(dst, `,"accepted_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
+	dst = append(dst, `,"accept_rate":`...)
+	dst = appendFloat(dst, acceptRate)
+	dst = append(dst, '}')
+	return dst
 }
 
 // appendRunningUsage appends the usage of a stream so far (vLLM's
