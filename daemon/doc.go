@@ -14,6 +14,9 @@
 //	                           object or its server-sent events (responses_stream.go);
 //	                           GET /v1/responses/{id} is a 404: no response is stored
 //	GET  /v1/models            the one model served (and GET /v1/models/{id})
+//	POST /tokenize             vLLM's: a prompt or messages to the model's token ids (count,
+//	                           max_model_len, tokens, token_strs when return_token_strs)
+//	POST /detokenize           vLLM's: token ids to text (tokenize_endpoints.go)
 //	GET  /health               {"status":"ok"}; 503 when shutting down or after an engine failure
 //	GET  /debug/engine_metrics a fresh engine snapshot in MLC-LLM's EngineMetrics shape
 //	                           (schema.EngineBody), with the emitter's events_dropped
@@ -84,7 +87,7 @@
 //
 // Errors are OpenAI-shaped {"error":{"message","type","param","code"}}:
 // 400 invalid_request_error, 401 authentication_error (when api_keys are
-// set; /v1/* only), 404 not_found_error, 405 with an Allow header, 413 for a
+// set; /v1/*, /tokenize and /detokenize), 404 not_found_error, 405 with an Allow header, 413 for a
 // body over max_body_bytes (before the body is sent when the client asks
 // Expect: 100-continue; otherwise after reading and discarding up to 64 MiB
 // of it, so that the client reads the 413 rather than a connection reset),

@@ -126,6 +126,39 @@ func FuzzDecodeResponses(f *testing.F) {
 	})
 }
 
+// FuzzDecodeTokenize: no body crashes the /tokenize and /detokenize
+// decoders or the byte vocabulary's codec; what /detokenize accepts
+// decodes to valid UTF-8, and /tokenize's tokens are in the vocabulary.
+func FuzzDecodeTokenize(f *testing.F) {
+	f.Add([]byte(`{"prompt":"hi","add_special_tokens":false,"return_token_strs":true}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false}`))
+	f.Add([]byte(`{"tokens":[256,104,255,263]}`))
+	f.Add([]byte(`{"tokens":[1e3,-1,"a"]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r tokenizeRequest
+		if e := decodeTokenize(body, &r); e == nil {
+			toks, e := bytesCodec.tokens(&r)
+			if e != nil {
+				t.Fatalf("byte codec failed: %v", e)
+			}
+			for _, id := range toks {
+				if id < 0 || id >= native.VocabSize || bytesCodec.tokenStr(id) == "" {
+					t.Fatalf("token %d", id)
+				}
+			}
+		} else if e.Status != 400 {
+			t.Fatalf("error %+v", e)
+		}
+		if _, toks, e := decodeDetokenize(body, native.VocabSize); e == nil {
+			if s := bytesCodec.detokenize(nil, toks); !utf8.Valid(s) {
+				t.Fatalf("detokenized %q", s)
+			}
+		} else if e.Status != 400 {
+			t.Fatalf("error %+v", e)
+		}
+	})
+}
+
 // FuzzParseConfig: no TOML document crashes the config parser, and one
 // that parses and validates has every key in range.
 func FuzzParseConfig(f *testing.F) {

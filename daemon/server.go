@@ -218,6 +218,8 @@ const (
 	pathCompletions = "/v1/completions"
 	pathChat        = "/v1/chat/completions"
 	pathResponses   = "/v1/responses"
+	pathTokenize    = "/tokenize"
+	pathDetokenize  = "/detokenize"
 	pathModels      = "/v1/models"
 	pathHealth      = "/health"
 	pathDebug       = "/debug/engine_metrics"
@@ -239,6 +241,10 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		d.generate(ctx, epChat)
 	case pathResponses:
 		d.generate(ctx, epResponses)
+	case pathTokenize:
+		d.tokenizeEndpoint(ctx, false)
+	case pathDetokenize:
+		d.tokenizeEndpoint(ctx, true)
 	case pathModels:
 		if d.get(ctx) && d.authorized(ctx) {
 			d.models(ctx)
