@@ -28,9 +28,15 @@
 // empty means the served model; another name is a 404), and vLLM's
 // extensions return_token_ids (the token ids of each choice or chunk) and
 // stream_options.continuous_usage_stats (usage so far in every chunk).
-// n ≠ 1, best_of ≠ 1, logprobs, echo, suffix, non-zero penalties,
-// logit_bias, tools and non-text content are rejected with a 400 naming the
-// parameter; unknown fields are ignored, as OpenAI-compatible servers do.
+// presence_penalty and frequency_penalty (-2..2, OpenAI's: a token the
+// output holds c times loses c*frequency + presence from its logit) and
+// vLLM's repetition_penalty ((0, 10]; 1 is off: the logit of a prompt or
+// output token is divided by it when positive, multiplied when negative)
+// are applied in the engine per request, before temperature; greedy
+// output stays batch-invariant with them.
+// n ≠ 1, best_of ≠ 1, logprobs, echo, suffix, logit_bias, tools and
+// non-text content are rejected with a 400 naming the parameter; unknown
+// fields are ignored, as OpenAI-compatible servers do.
 //
 // # Tokens, context and usage
 //

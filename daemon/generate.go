@@ -110,7 +110,8 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
-		Seed: r.Seed, ArrivalNS: arrival}
+		Seed: r.Seed, ArrivalNS: arrival,
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty}
 	if !r.HasSeed {
 		s.params.Seed = rand.Uint64()
 	}

@@ -38,6 +38,10 @@ type genRequest struct {
 	Stop           []string
 	User           string
 
+	PresencePenalty   float32 // -2..2 (OpenAI)
+	FrequencyPenalty  float32 // -2..2 (OpenAI)
+	RepetitionPenalty float32 // 0 (not sent) or > 0 (vLLM's extension; 1 = off)
+
 	Stream          bool
 	IncludeUsage    bool // stream_options.include_usage: a final usage chunk
 	ContinuousUsage bool // stream_options.continuous_usage_stats (vLLM): usage in every chunk
@@ -235,9 +239,24 @@ func (d *decoder) common(r *genRequest, vocab int) *apiError {
 	for _, k := range []string{"presence_penalty", "frequency_penalty"} {
 		if v, ok, err := d.number(k); err != nil {
 			return err
-		} else if ok && v != 0 {
-			return badRequest(k, "unsupported_parameter", "Unsupported value for '%s': only 0 is supported, but got %v.", k, v)
+		} else if ok {
+			if v < -2 || v > 2 {
+				return badRequest(k, "invalid_value", "Invalid '%s': expected a value in [-2, 2], but got %v instead.", k, v)
+			}
+			if k == "presence_penalty" {
+				r.PresencePenalty = float32(v)
+			} else {
+				r.FrequencyPenalty = float32(v)
+			}
 		}
+	}
+	if v, ok, err := d.number("repetition_penalty"); err != nil {
+		return err
+	} else if ok {
+		if v <= 0 || v > 10 {
+			return badRequest("repetition_penalty", "invalid_value", "Invalid 'repetition_penalty': expected a value in (0, 10], but got %v instead.", v)
+		}
+		r.RepetitionPenalty = float32(v)
 	}
 	if raw, ok := d.get("logit_bias"); ok {
 		if raw[0] != '{' {

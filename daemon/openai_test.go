@@ -35,6 +35,9 @@ func TestDecodeCompletion(t *testing.T) {
 				r.User, r.ReturnTokenIDs = "u", true
 			}},
 		{"stop as a string", `{"prompt":"hi","stop":"\n"}`, func(r *genRequest) { r.Stop = []string{"\n"} }},
+		{"penalties", `{"prompt":"hi","presence_penalty":-2,"frequency_penalty":1.5,"repetition_penalty":1.2}`, func(r *genRequest) {
+			r.PresencePenalty, r.FrequencyPenalty, r.RepetitionPenalty = -2, 1.5, 1.2
+		}},
 		{"top_k -1 means all", `{"prompt":"hi","top_k":-1}`, func(r *genRequest) {}},
 		{"top_k above the vocabulary is clamped", `{"prompt":"hi","top_k":100000}`, func(r *genRequest) { r.TopK = native.VocabSize }},
 		{"nulls are absent", `{"prompt":"hi","max_tokens":null,"stop":null,"stream":null,"n":null}`, func(r *genRequest) {}},
@@ -109,7 +112,10 @@ func TestDecodeCompletionErrors(t *testing.T) {
 		{"logprobs 0", `{"prompt":"x","logprobs":0}`, "logprobs", "unsupported_parameter", "log probabilities"},
 		{"echo", `{"prompt":"x","echo":true}`, "echo", "unsupported_parameter", "echo"},
 		{"suffix", `{"prompt":"x","suffix":"end"}`, "suffix", "unsupported_parameter", "insertion"},
-		{"presence_penalty", `{"prompt":"x","presence_penalty":0.5}`, "presence_penalty", "unsupported_parameter", "only 0"},
+		{"presence_penalty above 2", `{"prompt":"x","presence_penalty":2.5}`, "presence_penalty", "invalid_value", "expected a value in [-2, 2], but got 2.5"},
+		{"frequency_penalty below -2", `{"prompt":"x","frequency_penalty":-3}`, "frequency_penalty", "invalid_value", "[-2, 2]"},
+		{"frequency_penalty a string", `{"prompt":"x","frequency_penalty":"1"}`, "frequency_penalty", "invalid_type", "expected a number"},
+		{"repetition_penalty 0", `{"prompt":"x","repetition_penalty":0}`, "repetition_penalty", "invalid_value", "(0, 10]"},
 		{"logit_bias", `{"prompt":"x","logit_bias":{"1":5}}`, "logit_bias", "unsupported_parameter", "logit biases"},
 		{"logit_bias an array", `{"prompt":"x","logit_bias":[]}`, "logit_bias", "invalid_type", "expected an object"},
 		{"stop a number", `{"prompt":"x","stop":1}`, "stop", "invalid_type", "expected a string or a list of strings"},

@@ -156,6 +156,15 @@ type Params struct {
 	// ArrivalNS is [Now] at the request's HTTP arrival. Every time in its
 	// RequestStats is on the same clock.
 	ArrivalNS int64
+	// PresencePenalty and FrequencyPenalty (-2..2, 0 = off) are OpenAI's:
+	// before temperature, a token the output so far holds c times loses
+	// c*FrequencyPenalty + PresencePenalty from its logit.
+	PresencePenalty, FrequencyPenalty float32
+	// RepetitionPenalty (0 or 1 = off, else > 0) is vLLM's (the CTRL rule),
+	// applied before the other two: the logit of a token in the prompt or
+	// the output so far is divided by it when positive, multiplied when
+	// negative. Greedy decoding takes the argmax of the penalized logits.
+	RepetitionPenalty float32
 }
 
 // RequestStats are the raw facts of one finished request. Times are [Now]

@@ -176,6 +176,8 @@ struct pm_engine {
 	/* sampler scratch */
 	float *sp;     /* [vocab] probabilities */
 	int32_t *sidx; /* [vocab] token ids */
+	float *pl;     /* [vocab] penalized logits */
+	int32_t *pcnt; /* [vocab] output count per token while penalizing; all 0 between calls */
 
 	/* outputs of the current call */
 	pm_output *outs;  /* [b_max] */
@@ -1177,9 +1179,48 @@ static void top_sort(float *v, int32_t *id, int n, int k)
 		swap2(v, id, i, n - 1 - i);
 }
 
+/* penalize applies r's penalties to logits, in vLLM's order, and returns
+ * the result (e->pl), or logits itself when r has none:
+ *  - repetition_penalty (vLLM, the CTRL rule): the logit of every token in
+ *    the prompt or the output so far is divided by it when positive and
+ *    multiplied by it otherwise;
+ *  - frequency and presence penalties (OpenAI): a token the output so far
+ *    holds c times loses c * frequency_penalty + presence_penalty.
+ * O(tokens so far); e->pcnt is all 0 again on return. */
+static const float *penalize(pm_engine *e, const req *r, const float *logits)
+{
+	const pm_params *p = &r->p;
+	float rep = p->repetition_penalty;
+	int has_rep = rep != 0 && rep != 1;
+	if (!has_rep && p->presence_penalty == 0 && p->frequency_penalty == 0)
+		return logits;
+	enum { DONE = 1 << 30 }; /* the token's logit is penalized; the count is below */
+	float *l = e->pl;
+	int32_t *cnt = e->pcnt;
+	const int32_t *seq = r->seq;
+	int32_t n = r->n_seq;
+	memcpy(l, logits, sizeof *l * (size_t)e->vocab);
+	for (int32_t i = r->st.prompt_tokens; i < n; i++)
+		cnt[seq[i]]++;
+	for (int32_t i = 0; i < n; i++) {
+		int32_t t = seq[i], c = cnt[t];
+		if (c & DONE)
+			continue;
+		cnt[t] = c | DONE;
+		if (has_rep)
+			l[t] = l[t] > 0 ? l[t] / rep : l[t] * rep;
+		if (c > 0)
+			l[t] -= (float)c * p->frequency_penalty + p->presence_penalty;
+	}
+	for (int32_t i = 0; i < n; i++)
+		cnt[seq[i]] = 0;
+	return l;
+}
+
 static int32_t sample(pm_engine *e, req *r, const float *logits)
 {
 	int V = e->vocab;
+	logits = penalize(e, r, logits);
 	if (r->p.temperature == 0)
 		return argmax(logits, V);
 	double u = (double)(rng_next(r->rng) >> 11) * 0x1.0p-53;
@@ -1478,6 +1519,8 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	ALLOC(e->order, b);
 	ALLOC(e->sp, e->vocab);
 	ALLOC(e->sidx, e->vocab);
+	ALLOC(e->pl, e->vocab);
+	ALLOC(e->pcnt, e->vocab);
 	ALLOC(e->outs, b);
 	ALLOC(e->out_req, b);
 	ALLOC(e->ring, e->cfg.step_ring);
@@ -1547,6 +1590,8 @@ void pm_engine_free(pm_engine *e)
 	free(e->order);
 	free(e->sp);
 	free(e->sidx);
+	free(e->pl);
+	free(e->pcnt);
 	free(e->outs);
 	free(e->out_req);
 	free(e->ring);
@@ -1681,6 +1726,15 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 		return seterr(e, PM_ERR_ARG, "top_k: %d < 0", (int)p->top_k);
 	if (!(p->top_p >= 0 && p->top_p <= 1))
 		return seterr(e, PM_ERR_ARG, "top_p: %g not in 0..1", (double)p->top_p);
+	if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+		return seterr(e, PM_ERR_ARG, "presence_penalty: %g not in -2..2",
+			      (double)p->presence_penalty);
+	if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+		return seterr(e, PM_ERR_ARG, "frequency_penalty: %g not in -2..2",
+			      (double)p->frequency_penalty);
+	if (!(p->repetition_penalty >= 0) || isinf(p->repetition_penalty))
+		return seterr(e, PM_ERR_ARG, "repetition_penalty: %g is not a finite number >= 0",
+			      (double)p->repetition_penalty);
 	if (p->n_stop < 0 || p->n_stop > PM_MAX_STOP)
 		return seterr(e, PM_ERR_ARG, "stop: %d tokens, at most %d", (int)p->n_stop,
 			      PM_MAX_STOP);

@@ -65,6 +65,10 @@ typedef struct {
 	int32_t stop[PM_MAX_STOP]; /* extra stop token ids, the first n_stop */
 	int32_t n_stop;       /* 0..PM_MAX_STOP */
 	int64_t arrival_ns;   /* HTTP arrival; 0 = now */
+	float presence_penalty;   /* -2..2, 0 = off (OpenAI): minus this for every token the output holds */
+	float frequency_penalty;  /* -2..2, 0 = off (OpenAI): minus this times the token's count in the output */
+	float repetition_penalty; /* 0 or 1 = off, else > 0 (vLLM): a prompt or output token's logit
+				   * is divided by it when positive, multiplied when negative */
 } pm_params;
 
 /* Raw facts of one request (see native.RequestStats). 0 = never happened. */

@@ -166,6 +166,10 @@ func (e *Engine) Submit(prompt []int32, p Params) (ID, error) {
 		seed:        C.uint64_t(p.Seed),
 		n_stop:      C.int32_t(len(p.StopTokens)),
 		arrival_ns:  C.int64_t(p.ArrivalNS),
+
+		presence_penalty:   C.float(p.PresencePenalty),
+		frequency_penalty:  C.float(p.FrequencyPenalty),
+		repetition_penalty: C.float(p.RepetitionPenalty),
 	}
 	for i, t := range p.StopTokens {
 		cp.stop[i] = C.int32_t(t)
