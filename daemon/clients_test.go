@@ -20,7 +20,9 @@ import (
 // the openai SDK's responses.create (plain, and streamed with for await
 // over its events), the Vercel AI SDK's generateText and streamText on the
 // default openai(model) (the Responses API) and on .chat(), and
-// LangChain's ChatOpenAI with useResponsesApi (invoke and stream).
+// LangChain's ChatOpenAI with useResponsesApi (invoke and stream), and the
+// openai SDK's chat with logprobs: true, top_logprobs: 3 (one entry per
+// token, three alternatives each, the greedy token the first).
 func TestClients(t *testing.T) {
 	const langchainStream = "langchain ChatOpenAI useResponsesApi stream"
 	node := testenv.Node(t)
@@ -58,7 +60,7 @@ func TestClients(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		t.Fatalf("%d results: %s", len(res), out)
 	}
 	for _, r := range res {

@@ -34,9 +34,18 @@
 // output token is divided by it when positive, multiplied when negative)
 // are applied in the engine per request, before temperature; greedy
 // output stays batch-invariant with them.
-// n ≠ 1, best_of ≠ 1, logprobs, echo, suffix, logit_bias, tools and
-// non-text content are rejected with a 400 naming the parameter; unknown
-// fields are ignored, as OpenAI-compatible servers do.
+// logprobs and top_logprobs (0..20; top_logprobs needs logprobs true) on
+// chat and logprobs (0..5) on completions return, per output token
+// (control tokens and a stop string's tokens included, as token_ids),
+// OpenAI's logprobs objects, streamed chunk by chunk or whole: the
+// log-softmax of the logits the engine sampled the token from (after the
+// penalties and temperature, 1 when greedy; before top-k/top-p). A token's
+// string is its text; bytes that are no character show as U+FFFD there,
+// and bytes (chat) has them exactly; completions' text_offset counts
+// token bytes.
+// n ≠ 1, best_of ≠ 1, echo, suffix, logit_bias, tools and non-text
+// content are rejected with a 400 naming the parameter; unknown fields are
+// ignored, as OpenAI-compatible servers do.
 //
 // # Tokens, context and usage
 //

@@ -200,7 +200,7 @@ func TestSeqText(t *testing.T) {
 			if r == "<eos>" {
 				toks = []int32{native.TokEOS}
 			}
-			matched = s.consume(toks)
+			matched = s.consume(toks, nil)
 		}
 		if !matched {
 			s.flushText()

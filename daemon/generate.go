@@ -111,7 +111,8 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival,
-		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty}
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty,
+		Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
 	if !r.HasSeed {
 		s.params.Seed = rand.Uint64()
 	}
@@ -125,7 +126,8 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 		return
 	}
 	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
-		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage, resp: rm}
+		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage, resp: rm,
+		logprobs: r.Logprobs, topN: r.TopLogprobs, codec: d.codec}
 	if r.Stream {
 		ctx.SetStatusCode(fasthttp.StatusOK)
 		ctx.SetContentType("text/event-stream")
@@ -182,6 +184,9 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 		done, res = s.take(&part)
 		all.text = append(all.text, part.text...)
 		all.toks = append(all.toks, part.toks...)
+		all.lps = append(all.lps, part.lps...)
+		all.topIDs = append(all.topIDs, part.topIDs...)
+		all.topLPs = append(all.topLPs, part.topLPs...)
 		if done {
 			break
 		}
@@ -196,5 +201,6 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 		ctx.SetBody(m.appendResponseObject(nil, all.text, res.finish, &res.body))
 		return
 	}
+	m.lp = m.run(&all, 0, len(all.toks))
 	ctx.SetBody(m.appendResponse(nil, all.text, all.toks, res.finish, &res.body))
 }

@@ -42,6 +42,9 @@ type genRequest struct {
 	FrequencyPenalty  float32 // -2..2 (OpenAI)
 	RepetitionPenalty float32 // 0 (not sent) or > 0 (vLLM's extension; 1 = off)
 
+	Logprobs    bool // chat logprobs: true; completions logprobs: 0..5 sent
+	TopLogprobs int  // chat top_logprobs (0..20); completions logprobs
+
 	Stream          bool
 	IncludeUsage    bool // stream_options.include_usage: a final usage chunk
 	ContinuousUsage bool // stream_options.continuous_usage_stats (vLLM): usage in every chunk
@@ -98,7 +101,10 @@ func decodeCompletionVocab(body []byte, r *genRequest, vocab int) *apiError {
 	if v, ok, err := d.integer("logprobs"); err != nil {
 		return err
 	} else if ok {
-		return badRequest("logprobs", "unsupported_parameter", "Unsupported parameter 'logprobs' (got %d): this server does not return log probabilities.", v)
+		if v < 0 || v > 5 {
+			return badRequest("logprobs", "invalid_value", "Invalid 'logprobs': expected a value in [0, 5], but got %d instead.", v)
+		}
+		r.Logprobs, r.TopLogprobs = true, int(v)
 	}
 	if v, _, err := d.boolean("echo"); err != nil {
 		return err
@@ -147,15 +153,19 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 		}
 		r.MaxTokens, r.MaxTokensParam = int(v), "max_completion_tokens"
 	}
-	if v, _, err := d.boolean("logprobs"); err != nil {
+	if r.Logprobs, _, err = d.boolean("logprobs"); err != nil {
 		return err
-	} else if v {
-		return badRequest("logprobs", "unsupported_parameter", "Unsupported value for 'logprobs': this server does not return log probabilities.")
 	}
 	if v, ok, err := d.integer("top_logprobs"); err != nil {
 		return err
 	} else if ok {
-		return badRequest("top_logprobs", "unsupported_parameter", "Unsupported parameter 'top_logprobs' (got %d): this server does not return log probabilities.", v)
+		if v < 0 || v > native.MaxTopLogprobs {
+			return badRequest("top_logprobs", "invalid_value", "Invalid 'top_logprobs': expected a value in [0, %d], but got %d instead.", native.MaxTopLogprobs, v)
+		}
+		if v > 0 && !r.Logprobs {
+			return badRequest("top_logprobs", "invalid_value", "Invalid 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is set.")
+		}
+		r.TopLogprobs = int(v)
 	}
 	for _, k := range []string{"tools", "functions"} {
 		if raw, ok := d.get(k); ok && !isEmptyArray(raw) {

@@ -164,6 +164,30 @@ func (c *codec) appendText(dst []byte, tok int32) []byte {
 	return append(dst, c.tk.Piece(tok)...)
 }
 
+// piece is the text of token id as logprobs show it: its bytes, a control
+// token's text included.
+func (c *codec) piece(id int32) []byte {
+	if c.tk != nil {
+		return c.tk.Piece(id)
+	}
+	switch {
+	case native.IsByte(id):
+		return byteStrings[id : id+1]
+	case id >= 256 && id < native.VocabSize:
+		return []byte(native.ControlTokens[id-256])
+	}
+	return nil
+}
+
+// byteStrings holds every byte value, for [codec.piece] to slice.
+var byteStrings = func() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
+
 // readGGUFMeta parses the GGUF file at path for its metadata. The file is
 // mapped, not read: the tensors are never touched, and every string of the
 // metadata is copied out before the mapping goes.

@@ -74,6 +74,17 @@ const cases = {
     const u = await r.usage;
     return { text, input_tokens: u.inputTokens, output_tokens: u.outputTokens, finish: await r.finishReason };
   },
+  // openai: chat with log-probabilities.
+  "openai chat.completions.create logprobs": async () => {
+    const r = await client.chat.completions.create({ model, messages, max_tokens: maxTokens, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const lp = r.choices[0].logprobs.content;
+    if (lp.length !== r.usage.completion_tokens) throw new Error(`${lp.length} logprobs for ${r.usage.completion_tokens} tokens`);
+    for (const t of lp) {
+      if (t.top_logprobs.length !== 3 || !(t.logprob <= 0) || t.top_logprobs[0].logprob !== t.logprob || !Array.isArray(t.bytes))
+        throw new Error(`logprob entry ${JSON.stringify(t)}`);
+    }
+    return { text: r.choices[0].message.content, input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens };
+  },
   // LangChain on the Responses API.
   "langchain ChatOpenAI useResponsesApi invoke": async () => {
     const llm = new ChatOpenAI({ model, temperature: 0, maxTokens, useResponsesApi: true, maxRetries: 0, apiKey: "unused", configuration: { baseURL } });
