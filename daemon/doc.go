@@ -7,7 +7,16 @@
 //	POST /v1/completions       prompt: a string, a list of one string, a list of token ids,
 //	                           or a list of one list of token ids
 //	POST /v1/chat/completions  messages with system (or developer), user and assistant roles
+//	POST /v1/responses         the text subset of OpenAI's Responses API (responses.go):
+//	                           input (a string or message items), instructions,
+//	                           max_output_tokens, temperature, top_p, stream; a chat
+//	                           (gen_ai.operation.name "chat") answered as a Responses
+//	                           object or its server-sent events (responses_stream.go);
+//	                           GET /v1/responses/{id} is a 404: no response is stored
 //	GET  /v1/models            the one model served (and GET /v1/models/{id})
+//	POST /tokenize             vLLM's: a prompt or messages to the model's token ids (count,
+//	                           max_model_len, tokens, token_strs when return_token_strs)
+//	POST /detokenize           vLLM's: token ids to text (tokenize_endpoints.go)
 //	GET  /health               {"status":"ok"}; 503 when shutting down or after an engine failure
 //	GET  /debug/engine_metrics a fresh engine snapshot in MLC-LLM's EngineMetrics shape
 //	                           (schema.EngineBody), with the emitter's events_dropped
@@ -19,9 +28,24 @@
 // empty means the served model; another name is a 404), and vLLM's
 // extensions return_token_ids (the token ids of each choice or chunk) and
 // stream_options.continuous_usage_stats (usage so far in every chunk).
-// n ≠ 1, best_of ≠ 1, logprobs, echo, suffix, non-zero penalties,
-// logit_bias, tools and non-text content are rejected with a 400 naming the
-// parameter; unknown fields are ignored, as OpenAI-compatible servers do.
+// presence_penalty and frequency_penalty (-2..2, OpenAI's: a token the
+// output holds c times loses c*frequency + presence from its logit) and
+// vLLM's repetition_penalty ((0, 10]; 1 is off: the logit of a prompt or
+// output token is divided by it when positive, multiplied when negative)
+// are applied in the engine per request, before temperature; greedy
+// output stays batch-invariant with them.
+// logprobs and top_logprobs (0..20; top_logprobs needs logprobs true) on
+// chat and logprobs (0..5) on completions return, per output token
+// (control tokens and a stop string's tokens included, as token_ids),
+// OpenAI's logprobs objects, streamed chunk by chunk or whole: the
+// log-softmax of the logits the engine sampled the token from (after the
+// penalties and temperature, 1 when greedy; before top-k/top-p). A token's
+// string is its text; bytes that are no character show as U+FFFD there,
+// and bytes (chat) has them exactly; completions' text_offset counts
+// token bytes.
+// n ≠ 1, best_of ≠ 1, echo, suffix, logit_bias, tools and non-text
+// content are rejected with a 400 naming the parameter; unknown fields are
+// ignored, as OpenAI-compatible servers do.
 //
 // # Tokens, context and usage
 //
@@ -78,7 +102,7 @@
 //
 // Errors are OpenAI-shaped {"error":{"message","type","param","code"}}:
 // 400 invalid_request_error, 401 authentication_error (when api_keys are
-// set; /v1/* only), 404 not_found_error, 405 with an Allow header, 413 for a
+// set; /v1/*, /tokenize and /detokenize), 404 not_found_error, 405 with an Allow header, 413 for a
 // body over max_body_bytes (before the body is sent when the client asks
 // Expect: 100-continue; otherwise after reading and discarding up to 64 MiB
 // of it, so that the client reads the 413 rather than a connection reset),

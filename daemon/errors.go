@@ -84,6 +84,14 @@ func errUnknownRoute(method, path []byte) *apiError {
 		Message: fmt.Sprintf("Invalid URL (%s %s)", method, path), Kind: schema.ErrNotFound}
 }
 
+// errResponseNotFound answers GET (or DELETE, or cancel) of a stored
+// response: picometer stores none.
+func errResponseNotFound(id string) *apiError {
+	return &apiError{Status: fasthttp.StatusNotFound, Type: typeNotFound, Code: "response_not_found",
+		Message: fmt.Sprintf("Response with id %s not found: this server stores no responses (every response is answered with store false).", strconv.Quote(id)),
+		Kind:    schema.ErrNotFound}
+}
+
 func errModelNotFound(asked, served string) *apiError {
 	return &apiError{Status: fasthttp.StatusNotFound, Type: typeNotFound, Code: "model_not_found", Param: "model",
 		Message: fmt.Sprintf("The model %s does not exist; this server serves %s.", strconv.Quote(asked), strconv.Quote(served)),

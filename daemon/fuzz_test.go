@@ -21,7 +21,10 @@ func FuzzHandler(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(uint8(0), []byte(s))
 		f.Add(uint8(1), []byte(s))
+		f.Add(uint8(2), []byte(s))
 	}
+	f.Add(uint8(2), []byte(`{"input":[{"role":"user","content":[{"type":"input_text","text":"é\xff"}]}],"instructions":"i","stream":true,"max_output_tokens":4}`))
+	f.Add(uint8(2), []byte(`{"input":"hi","stream":true,"model":"fake-model"}`))
 	f.Add(uint8(0), []byte(`{"prompt":"é\xff€","stream":true,"stop":["€"],"return_token_ids":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`))
 	f.Add(uint8(1), []byte(`{"messages":[{"role":"user","content":"hi"}],"stream":true,"model":"fake-model"}`))
 	eng := newFakeEngine(128)
@@ -36,10 +39,7 @@ func FuzzHandler(f *testing.F) {
 	c1, c2 := net.Pipe()
 	f.Cleanup(func() { c1.Close(); c2.Close() })
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
-		path := pathCompletions
-		if route%2 == 1 {
-			path = pathChat
-		}
+		path := [...]string{pathCompletions, pathChat, pathResponses}[route%3]
 		var req fasthttp.Request
 		req.Header.SetMethod("POST")
 		req.SetRequestURI(path)
@@ -59,6 +59,20 @@ func FuzzHandler(f *testing.F) {
 			out = ctx.Response.Body()
 		}
 		switch {
+		case status == 200 && path == pathResponses && ctx.Response.IsBodyStream():
+			evs := readResponseEvents(t, bytes.NewReader(out))
+			last := evs[len(evs)-1]
+			if last.Type != "response.completed" && last.Type != "response.incomplete" && last.Type != "error" {
+				t.Fatalf("stream %q", out)
+			}
+			if last.Response != nil && (last.Response.Usage == nil || !utf8.ValidString(last.Response.text(t))) {
+				t.Fatalf("stream %q", out)
+			}
+		case status == 200 && path == pathResponses:
+			r := decodeResponseObject(t, out)
+			if r.Usage == nil || r.Usage.OutputTokens < 1 || !utf8.ValidString(r.text(t)) {
+				t.Fatalf("response %s", out)
+			}
 		case status == 200 && ctx.Response.IsBodyStream():
 			var s sse
 			readSSE(t, bytes.NewReader(out), &s)
@@ -80,6 +94,67 @@ func FuzzHandler(f *testing.F) {
 		}
 		if log.contains("BUG") {
 			t.Fatalf("daemon logged a bug: %v", log.all())
+		}
+	})
+}
+
+// FuzzDecodeResponses: no body crashes the /v1/responses decoder; one it
+// accepts has a prompt, sampling parameters in range and chat roles only.
+func FuzzDecodeResponses(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"input":"hi","instructions":"be brief","max_output_tokens":5,"temperature":0.5,"top_p":0.9,"stream":true}`))
+	f.Add([]byte(`{"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"a"},{"type":"output_text","text":"b"}]},{"role":"assistant","content":"c"}]}`))
+	f.Add([]byte(`{"input":[{"role":"user","content":[{"type":"input_image"}]}],"tools":[{}],"reasoning":{"effort":"low"},"text":{"format":{"type":"json_object"}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r genRequest
+		if e := decodeResponses(body, &r, native.VocabSize); e != nil {
+			if e.Status != 400 || e.Message == "" {
+				t.Fatalf("error %+v", e)
+			}
+			return
+		}
+		if len(r.Prompt) < 2 || r.Temperature < 0 || r.Temperature > 2 || r.TopP <= 0 || r.TopP > 1 || r.MaxTokens < 0 || !r.Responses {
+			t.Fatalf("accepted %q as %+v", body, r)
+		}
+		for _, m := range r.Messages {
+			if m.Role != "system" && m.Role != "user" && m.Role != "assistant" {
+				t.Fatalf("role %q", m.Role)
+			}
+		}
+	})
+}
+
+// FuzzDecodeTokenize: no body crashes the /tokenize and /detokenize
+// decoders or the byte vocabulary's codec; what /detokenize accepts
+// decodes to valid UTF-8, and /tokenize's tokens are in the vocabulary.
+func FuzzDecodeTokenize(f *testing.F) {
+	f.Add([]byte(`{"prompt":"hi","add_special_tokens":false,"return_token_strs":true}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false}`))
+	f.Add([]byte(`{"tokens":[256,104,255,263]}`))
+	f.Add([]byte(`{"tokens":[1e3,-1,"a"]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r tokenizeRequest
+		if e := decodeTokenize(body, &r); e == nil {
+			toks, e := bytesCodec.tokens(&r)
+			if e != nil {
+				t.Fatalf("byte codec failed: %v", e)
+			}
+			for _, id := range toks {
+				if id < 0 || id >= native.VocabSize || bytesCodec.tokenStr(id) == "" {
+					t.Fatalf("token %d", id)
+				}
+			}
+		} else if e.Status != 400 {
+			t.Fatalf("error %+v", e)
+		}
+		if _, toks, e := decodeDetokenize(body, native.VocabSize); e == nil {
+			if s := bytesCodec.detokenize(nil, toks); !utf8.Valid(s) {
+				t.Fatalf("detokenized %q", s)
+			}
+		} else if e.Status != 400 {
+			t.Fatalf("error %+v", e)
 		}
 	})
 }
@@ -125,7 +200,7 @@ func TestSeqText(t *testing.T) {
 			if r == "<eos>" {
 				toks = []int32{native.TokEOS}
 			}
-			matched = s.consume(toks)
+			matched = s.consume(toks, nil)
 		}
 		if !matched {
 			s.flushText()

@@ -23,9 +23,30 @@ func (d *Daemon) emitError(id, op string, stream bool, e *apiError, arrival int6
 	d.sink.Request(&schema.Request{RequestBody: body})
 }
 
-func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
+// Endpoints that generate.
+type endpoint uint8
+
+const (
+	epCompletions endpoint = iota // POST /v1/completions
+	epChat                        // POST /v1/chat/completions
+	epResponses                   // POST /v1/responses (a chat, answered as a Responses object)
+)
+
+// op is the endpoint's gen_ai.operation.name.
+func (ep endpoint) op() string {
+	if ep == epCompletions {
+		return schema.OpTextCompletion
+	}
+	return schema.OpChat
+}
+
+func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	arrival := d.clock()
+	op := ep.op()
 	id := d.newID(op)
+	if ep == epResponses {
+		id = d.newResponseID()
+	}
 	var r genRequest
 	var s *seq // once submitted, the loop sends its request event
 	defer func() {
@@ -54,9 +75,12 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		return
 	}
 	var e *apiError
-	if op == schema.OpChat {
+	switch ep {
+	case epChat:
 		e = decodeChatVocab(ctx.PostBody(), &r, d.codec.size)
-	} else {
+	case epResponses:
+		e = decodeResponses(ctx.PostBody(), &r, d.codec.size)
+	default:
 		e = decodeCompletionVocab(ctx.PostBody(), &r, d.codec.size)
 	}
 	if e == nil {
@@ -70,6 +94,10 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		fail(errModelNotFound(r.Model, d.model))
 		return
 	}
+	var rm *responsesMeta
+	if r.Responses {
+		rm = newResponsesMeta(id, &r)
+	}
 	if e := d.fitContext(&r); e != nil {
 		fail(e)
 		return
@@ -82,7 +110,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
-		Seed: r.Seed, ArrivalNS: arrival}
+		Seed: r.Seed, ArrivalNS: arrival,
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty,
+		Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
 	if !r.HasSeed {
 		s.params.Seed = rand.Uint64()
 	}
@@ -96,7 +126,8 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		return
 	}
 	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
-		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage}
+		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage, resp: rm,
+		logprobs: r.Logprobs, topN: r.TopLogprobs, codec: d.codec}
 	if r.Stream {
 		ctx.SetStatusCode(fasthttp.StatusOK)
 		ctx.SetContentType("text/event-stream")
@@ -104,7 +135,11 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, op string) {
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
 		ctx.Response.ImmediateHeaderFlush = true
 		conn := ctx.Conn()
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
+		if rm != nil {
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.streamResponse(w, conn, s, &m) })
+		} else {
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) { d.stream(w, conn, s, &m) })
+		}
 		return
 	}
 	d.respond(ctx, s, &m)
@@ -149,6 +184,9 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 		done, res = s.take(&part)
 		all.text = append(all.text, part.text...)
 		all.toks = append(all.toks, part.toks...)
+		all.lps = append(all.lps, part.lps...)
+		all.topIDs = append(all.topIDs, part.topIDs...)
+		all.topLPs = append(all.topLPs, part.topLPs...)
 		if done {
 			break
 		}
@@ -159,5 +197,10 @@ func (d *Daemon) respond(ctx *fasthttp.RequestCtx, s *seq, m *respMeta) {
 	}
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
+	if m.resp != nil {
+		ctx.SetBody(m.appendResponseObject(nil, all.text, res.finish, &res.body))
+		return
+	}
+	m.lp = m.run(&all, 0, len(all.toks))
 	ctx.SetBody(m.appendResponse(nil, all.text, all.toks, res.finish, &res.body))
 }

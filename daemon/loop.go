@@ -368,7 +368,7 @@ func (l *loop) step() {
 			l.log.Error("BUG: engine loop: output for an unknown request", "engine_id", o.ID)
 			continue
 		}
-		matched := s.consume(o.Tokens)
+		matched := s.consume(o.Tokens, o)
 		switch {
 		case o.Finish != "":
 			finish := o.Finish

@@ -38,10 +38,23 @@ type genRequest struct {
 	Stop           []string
 	User           string
 
+	PresencePenalty   float32 // -2..2 (OpenAI)
+	FrequencyPenalty  float32 // -2..2 (OpenAI)
+	RepetitionPenalty float32 // 0 (not sent) or > 0 (vLLM's extension; 1 = off)
+
+	Logprobs    bool // chat logprobs: true; completions logprobs: 0..5 sent
+	TopLogprobs int  // chat top_logprobs (0..20); completions logprobs
+
 	Stream          bool
 	IncludeUsage    bool // stream_options.include_usage: a final usage chunk
 	ContinuousUsage bool // stream_options.continuous_usage_stats (vLLM): usage in every chunk
 	ReturnTokenIDs  bool // return_token_ids (vLLM): token ids beside the text
+
+	// POST /v1/responses (responses.go): a chat answered as a Responses
+	// object, with its instructions echoed back.
+	Responses       bool
+	Instructions    string
+	HasInstructions bool
 }
 
 // Request limits.
@@ -88,7 +101,10 @@ func decodeCompletionVocab(body []byte, r *genRequest, vocab int) *apiError {
 	if v, ok, err := d.integer("logprobs"); err != nil {
 		return err
 	} else if ok {
-		return badRequest("logprobs", "unsupported_parameter", "Unsupported parameter 'logprobs' (got %d): this server does not return log probabilities.", v)
+		if v < 0 || v > 5 {
+			return badRequest("logprobs", "invalid_value", "Invalid 'logprobs': expected a value in [0, 5], but got %d instead.", v)
+		}
+		r.Logprobs, r.TopLogprobs = true, int(v)
 	}
 	if v, _, err := d.boolean("echo"); err != nil {
 		return err
@@ -137,15 +153,19 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 		}
 		r.MaxTokens, r.MaxTokensParam = int(v), "max_completion_tokens"
 	}
-	if v, _, err := d.boolean("logprobs"); err != nil {
+	if r.Logprobs, _, err = d.boolean("logprobs"); err != nil {
 		return err
-	} else if v {
-		return badRequest("logprobs", "unsupported_parameter", "Unsupported value for 'logprobs': this server does not return log probabilities.")
 	}
 	if v, ok, err := d.integer("top_logprobs"); err != nil {
 		return err
 	} else if ok {
-		return badRequest("top_logprobs", "unsupported_parameter", "Unsupported parameter 'top_logprobs' (got %d): this server does not return log probabilities.", v)
+		if v < 0 || v > native.MaxTopLogprobs {
+			return badRequest("top_logprobs", "invalid_value", "Invalid 'top_logprobs': expected a value in [0, %d], but got %d instead.", native.MaxTopLogprobs, v)
+		}
+		if v > 0 && !r.Logprobs {
+			return badRequest("top_logprobs", "invalid_value", "Invalid 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is set.")
+		}
+		r.TopLogprobs = int(v)
 	}
 	for _, k := range []string{"tools", "functions"} {
 		if raw, ok := d.get(k); ok && !isEmptyArray(raw) {
@@ -229,9 +249,24 @@ func (d *decoder) common(r *genRequest, vocab int) *apiError {
 	for _, k := range []string{"presence_penalty", "frequency_penalty"} {
 		if v, ok, err := d.number(k); err != nil {
 			return err
-		} else if ok && v != 0 {
-			return badRequest(k, "unsupported_parameter", "Unsupported value for '%s': only 0 is supported, but got %v.", k, v)
+		} else if ok {
+			if v < -2 || v > 2 {
+				return badRequest(k, "invalid_value", "Invalid '%s': expected a value in [-2, 2], but got %v instead.", k, v)
+			}
+			if k == "presence_penalty" {
+				r.PresencePenalty = float32(v)
+			} else {
+				r.FrequencyPenalty = float32(v)
+			}
 		}
+	}
+	if v, ok, err := d.number("repetition_penalty"); err != nil {
+		return err
+	} else if ok {
+		if v <= 0 || v > 10 {
+			return badRequest("repetition_penalty", "invalid_value", "Invalid 'repetition_penalty': expected a value in (0, 10], but got %v instead.", v)
+		}
+		r.RepetitionPenalty = float32(v)
 	}
 	if raw, ok := d.get("logit_bias"); ok {
 		if raw[0] != '{' {

@@ -17,9 +17,35 @@ type respMeta struct {
 	model           string
 	created         int64
 	promptTokens    int
-	tokenIDs        bool // return_token_ids
-	includeUsage    bool // stream_options.include_usage
-	continuousUsage bool // stream_options.continuous_usage_stats
+	tokenIDs        bool           // return_token_ids
+	includeUsage    bool           // stream_options.include_usage
+	continuousUsage bool           // stream_options.continuous_usage_stats
+	resp            *responsesMeta // a /v1/responses request; nil otherwise
+
+	// logprobs: the choice's logprobs are written (top alternatives
+	// each), token strings by codec. lp is the log-probabilities of the
+	// tokens being appended, set by the writer before each append, and
+	// lpOff the text offset (completions' text_offset) of their first.
+	logprobs bool
+	topN     int
+	codec    *codec
+	lp       lpRun
+	lpOff    int
+}
+
+// lpRun is the log-probabilities of a run of tokens (outBuf's, sliced).
+type lpRun struct {
+	lps    []float32
+	topIDs []int32
+	topLPs []float32
+}
+
+// run slices b's log-probabilities of the tokens [from, to) for m.
+func (m *respMeta) run(b *outBuf, from, to int) lpRun {
+	if !m.logprobs || len(b.lps) < to || len(b.topIDs) < to*m.topN {
+		return lpRun{}
+	}
+	return lpRun{b.lps[from:to], b.topIDs[from*m.topN : to*m.topN], b.topLPs[from*m.topN : to*m.topN]}
 }
 
 // usageExtra is usage.extra: the request's own metrics, computed from the
@@ -53,67 +79,74 @@ func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.PromptTokens+b.CompletionTokens), 10)
 	if extra {
-		s := func(us int64) float64 { return float64(max(us, 0)) / 1e6 }
-		tpot := 0.0
-		if b.CompletionTokens > 1 && b.FirstTokenUS >= 0 {
-			tpot = s(b.LastTokenUS-b.FirstTokenUS) / float64(b.CompletionTokens-1)
-		}
-		prefill, decode := 0.0, 0.0
-		if b.FirstTokenUS >= 0 {
-			decode = s(b.FinishUS - b.FirstTokenUS)
-			if b.AdmittedUS >= 0 {
-				prefill = s(b.FirstTokenUS - b.AdmittedUS)
-			}
-		}
-		acceptRate := 0.0
-		if b.DraftTokens > 0 {
-			acceptRate = float64(b.AcceptedTokens) / float64(b.DraftTokens)
-		}
-		var itlSum, itlMax int64
-		for _, g := range b.ITLUS {
-			itlSum += g
-			itlMax = max(itlMax, g)
-		}
-		itlMean := 0.0
-		if len(b.ITLUS) > 0 {
-			itlMean = s(itlSum) / float64(len(b.ITLUS))
-		}
-		m := b.MLCMetrics()
-		dst = append(dst, `,"extra":{"ttft_s":`...)
-		dst = appendFloat(dst, s(b.FirstTokenUS))
-		dst = append(dst, `,"time_per_output_token_s":`...)
-		dst = appendFloat(dst, tpot)
-		dst = append(dst, `,"itl_mean_s":`...)
-		dst = appendFloat(dst, itlMean)
-		dst = append(dst, `,"itl_max_s":`...)
-		dst = appendFloat(dst, s(itlMax))
-		dst = append(dst, `,"e2e_s":`...)
-		dst = appendFloat(dst, s(b.FinishUS))
-		dst = append(dst, `,"queue_s":`...)
-		dst = appendFloat(dst, s(b.AdmittedUS))
-		dst = append(dst, `,"prefill_s":`...)
-		dst = appendFloat(dst, prefill)
-		dst = append(dst, `,"decode_s":`...)
-		dst = appendFloat(dst, decode)
-		dst = append(dst, `,"prefill_tokens_per_s":`...)
-		dst = appendFloat(dst, m.PrefillTokensPerS)
-		dst = append(dst, `,"decode_tokens_per_s":`...)
-		dst = appendFloat(dst, m.DecodeTokensPerS)
-		dst = append(dst, `,"inter_token_latency_s":`...)
-		dst = appendFloat(dst, m.InterTokenLatencyS)
-		dst = append(dst, `,"prefill_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.PrefillTokens), 10)
-		dst = append(dst, `,"decode_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.DecodeTokens), 10)
-		dst = append(dst, `,"draft_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.DraftTokens), 10)
-		dst = append(dst, `,"accepted_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
-		dst = append(dst, `,"accept_rate":`...)
-		dst = appendFloat(dst, acceptRate)
-		dst = append(dst, '}')
+		dst = appendUsageExtra(dst, b)
 	}
 	return append(dst, '}')
+}
+
+// appendUsageExtra appends usage.extra (see appendUsage) as a field:
+// ,"extra":{…}.
+func appendUsageExtra(dst []byte, b *schema.RequestBody) []byte {
+	s := func(us int64) float64 { return float64(max(us, 0)) / 1e6 }
+	tpot := 0.0
+	if b.CompletionTokens > 1 && b.FirstTokenUS >= 0 {
+		tpot = s(b.LastTokenUS-b.FirstTokenUS) / float64(b.CompletionTokens-1)
+	}
+	prefill, decode := 0.0, 0.0
+	if b.FirstTokenUS >= 0 {
+		decode = s(b.FinishUS - b.FirstTokenUS)
+		if b.AdmittedUS >= 0 {
+			prefill = s(b.FirstTokenUS - b.AdmittedUS)
+		}
+	}
+	acceptRate := 0.0
+	if b.DraftTokens > 0 {
+		acceptRate = float64(b.AcceptedTokens) / float64(b.DraftTokens)
+	}
+	var itlSum, itlMax int64
+	for _, g := range b.ITLUS {
+		itlSum += g
+		itlMax = max(itlMax, g)
+	}
+	itlMean := 0.0
+	if len(b.ITLUS) > 0 {
+		itlMean = s(itlSum) / float64(len(b.ITLUS))
+	}
+	m := b.MLCMetrics()
+	dst = append(dst, `,"extra":{"ttft_s":`...)
+	dst = appendFloat(dst, s(b.FirstTokenUS))
+	dst = append(dst, `,"time_per_output_token_s":`...)
+	dst = appendFloat(dst, tpot)
+	dst = append(dst, `,"itl_mean_s":`...)
+	dst = appendFloat(dst, itlMean)
+	dst = append(dst, `,"itl_max_s":`...)
+	dst = appendFloat(dst, s(itlMax))
+	dst = append(dst, `,"e2e_s":`...)
+	dst = appendFloat(dst, s(b.FinishUS))
+	dst = append(dst, `,"queue_s":`...)
+	dst = appendFloat(dst, s(b.AdmittedUS))
+	dst = append(dst, `,"prefill_s":`...)
+	dst = appendFloat(dst, prefill)
+	dst = append(dst, `,"decode_s":`...)
+	dst = appendFloat(dst, decode)
+	dst = append(dst, `,"prefill_tokens_per_s":`...)
+	dst = appendFloat(dst, m.PrefillTokensPerS)
+	dst = append(dst, `,"decode_tokens_per_s":`...)
+	dst = appendFloat(dst, m.DecodeTokensPerS)
+	dst = append(dst, `,"inter_token_latency_s":`...)
+	dst = appendFloat(dst, m.InterTokenLatencyS)
+	dst = append(dst, `,"prefill_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.PrefillTokens), 10)
+	dst = append(dst, `,"decode_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.DecodeTokens), 10)
+	dst = append(dst, `,"draft_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.DraftTokens), 10)
+	dst = append(dst, `,"accepted_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
+	dst = append(dst, `,"accept_rate":`...)
+	dst = appendFloat(dst, acceptRate)
+	dst = append(dst, '}')
+	return dst
 }
 
 // appendRunningUsage appends the usage of a stream so far (vLLM's
@@ -155,7 +188,9 @@ func (m *respMeta) appendTextChoice(dst, text []byte) []byte {
 // appendChoiceTail closes a choice after its text or message: logprobs,
 // the finish reason and, when asked, the token ids.
 func (m *respMeta) appendChoiceTail(dst []byte, toks []int32, finish string) []byte {
-	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	dst = append(dst, `,"logprobs":`...)
+	dst = m.appendLogprobs(dst, toks)
+	dst = append(dst, `,"finish_reason":`...)
 	dst = appendJSONNullString(dst, finish)
 	if m.tokenIDs {
 		dst = append(dst, `,"token_ids":`...)
@@ -246,3 +281,91 @@ func appendErrorEvent(dst []byte, e *apiError) []byte {
 }
 
 const sseDone = "data: [DONE]\n\n"
+
+// appendLogprobs appends a choice's logprobs for toks (m.lp), in OpenAI's
+// shape for chat ({"content":[{"token","logprob","bytes","top_logprobs"}]})
+// or for completions ({"tokens","token_logprobs","top_logprobs",
+// "text_offset"}); null when they were not asked or toks is empty. A
+// token's string is its text (a control token's included; bytes that are
+// no UTF-8 character become U+FFFD there, and bytes has them exactly).
+func (m *respMeta) appendLogprobs(dst []byte, toks []int32) []byte {
+	lp := m.lp
+	if !m.logprobs || len(toks) == 0 || len(lp.lps) != len(toks) || len(lp.topIDs) != len(toks)*m.topN {
+		return append(dst, "null"...)
+	}
+	if m.op == schema.OpChat {
+		dst = append(dst, `{"content":[`...)
+		for i, t := range toks {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = m.appendTokenLogprob(dst, t, lp.lps[i])
+			dst = dst[:len(dst)-1]
+			dst = append(dst, `,"top_logprobs":[`...)
+			for k := 0; k < m.topN; k++ {
+				if k > 0 {
+					dst = append(dst, ',')
+				}
+				dst = m.appendTokenLogprob(dst, lp.topIDs[i*m.topN+k], lp.topLPs[i*m.topN+k])
+			}
+			dst = append(dst, "]}"...)
+		}
+		return append(dst, `],"refusal":null}`...)
+	}
+	dst = append(dst, `{"tokens":[`...)
+	for i, t := range toks {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, m.codec.piece(t))
+	}
+	dst = append(dst, `],"token_logprobs":[`...)
+	for i := range toks {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendFloat(dst, float64(lp.lps[i]))
+	}
+	dst = append(dst, `],"top_logprobs":[`...)
+	for i := range toks {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		for k := 0; k < m.topN; k++ {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, m.codec.piece(lp.topIDs[i*m.topN+k]))
+			dst = append(dst, ':')
+			dst = appendFloat(dst, float64(lp.topLPs[i*m.topN+k]))
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"text_offset":[`...)
+	for i, t := range toks {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(m.lpOff), 10)
+		m.lpOff += len(m.codec.piece(t))
+	}
+	return append(dst, "]}"...)
+}
+
+// appendTokenLogprob appends {"token","logprob","bytes"} for token t.
+func (m *respMeta) appendTokenLogprob(dst []byte, t int32, lp float32) []byte {
+	p := m.codec.piece(t)
+	dst = append(dst, `{"token":`...)
+	dst = appendJSONString(dst, p)
+	dst = append(dst, `,"logprob":`...)
+	dst = appendFloat(dst, float64(lp))
+	dst = append(dst, `,"bytes":[`...)
+	for i, b := range p {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(b), 10)
+	}
+	return append(dst, "]}"...)
+}

@@ -49,6 +49,11 @@ type outBuf struct {
 	text []byte
 	toks []int32
 	runs []runEnd
+	// With logprobs asked: per token its log-probability, and its top
+	// alternatives (stride: the request's top_logprobs).
+	lps    []float32
+	topIDs []int32
+	topLPs []float32
 }
 
 // runEnd is the cumulative end of one run in an outBuf.
@@ -56,6 +61,7 @@ type runEnd struct{ text, toks int }
 
 func (b *outBuf) reset() {
 	b.text, b.toks, b.runs = b.text[:0], b.toks[:0], b.runs[:0]
+	b.lps, b.topIDs, b.topLPs = b.lps[:0], b.topIDs[:0], b.topLPs[:0]
 }
 
 // result is how a request ended.
@@ -71,8 +77,9 @@ func newSeq() *seq {
 
 // consume turns one engine run into text (UTF-8 hold-back, then stop
 // strings) and hands both over. It reports whether a stop string was seen.
-// toks is engine-owned and copied.
-func (s *seq) consume(toks []int32) bool {
+// toks (and o's log-probabilities, when o is not nil) are engine-owned and
+// copied.
+func (s *seq) consume(toks []int32, o *native.Output) bool {
 	s.ntoks += len(toks)
 	s.bytes = s.bytes[:0]
 	c := s.codec
@@ -86,7 +93,7 @@ func (s *seq) consume(toks []int32) bool {
 	var out []byte
 	out, s.matched = s.stop.Append(s.bytes[:0], s.text)
 	s.bytes = out
-	s.push(out, toks)
+	s.push(out, toks, o)
 	return s.matched
 }
 
@@ -103,14 +110,23 @@ func (s *seq) flushText() {
 	out = s.stop.Flush(out)
 	s.bytes = out
 	if len(out) > 0 {
-		s.push(out, nil)
+		s.push(out, nil, nil)
 	}
 }
 
-func (s *seq) push(text []byte, toks []int32) {
+func (s *seq) push(text []byte, toks []int32, o *native.Output) {
 	s.mu.Lock()
 	s.out.text = append(s.out.text, text...)
 	s.out.toks = append(s.out.toks, toks...)
+	if o != nil && s.params.Logprobs && len(o.Logprobs) == len(toks) {
+		s.out.lps = append(s.out.lps, o.Logprobs...)
+		for i := range toks {
+			if n := min(o.TopN, s.params.TopLogprobs); n > 0 {
+				s.out.topIDs = append(s.out.topIDs, o.TopIDs[i*native.MaxTopLogprobs:][:n]...)
+				s.out.topLPs = append(s.out.topLPs, o.TopLogprobs[i*native.MaxTopLogprobs:][:n]...)
+			}
+		}
+	}
 	s.out.runs = append(s.out.runs, runEnd{len(s.out.text), len(s.out.toks)})
 	s.mu.Unlock()
 	s.signal()

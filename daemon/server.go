@@ -207,11 +207,19 @@ func (d *Daemon) newID(op string) string {
 	return prefix + d.boot + strconv.FormatUint(d.ids.Add(1), 16)
 }
 
+// newResponseID is the id of a /v1/responses response.
+func (d *Daemon) newResponseID() string {
+	return "resp_" + d.boot + strconv.FormatUint(d.ids.Add(1), 16)
+}
+
 // --- routing ---
 
 const (
 	pathCompletions = "/v1/completions"
 	pathChat        = "/v1/chat/completions"
+	pathResponses   = "/v1/responses"
+	pathTokenize    = "/tokenize"
+	pathDetokenize  = "/detokenize"
 	pathModels      = "/v1/models"
 	pathHealth      = "/health"
 	pathDebug       = "/debug/engine_metrics"
@@ -228,9 +236,15 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	switch string(path) {
 	case pathCompletions:
-		d.generate(ctx, schema.OpTextCompletion)
+		d.generate(ctx, epCompletions)
 	case pathChat:
-		d.generate(ctx, schema.OpChat)
+		d.generate(ctx, epChat)
+	case pathResponses:
+		d.generate(ctx, epResponses)
+	case pathTokenize:
+		d.tokenizeEndpoint(ctx, false)
+	case pathDetokenize:
+		d.tokenizeEndpoint(ctx, true)
 	case pathModels:
 		if d.get(ctx) && d.authorized(ctx) {
 			d.models(ctx)
@@ -249,6 +263,12 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		if id, ok := bytes.CutPrefix(path, []byte(pathModels+"/")); ok {
 			if d.get(ctx) && d.authorized(ctx) {
 				d.model1(ctx, string(id))
+			}
+			return
+		}
+		if id, ok := bytes.CutPrefix(path, []byte(pathResponses+"/")); ok {
+			if d.authorized(ctx) {
+				errResponseNotFound(string(id)).write(ctx)
 			}
 			return
 		}
@@ -390,7 +410,7 @@ func opOf(path []byte) string {
 	switch string(path) {
 	case pathCompletions:
 		return schema.OpTextCompletion
-	case pathChat:
+	case pathChat, pathResponses:
 		return schema.OpChat
 	}
 	return ""

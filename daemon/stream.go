@@ -62,9 +62,10 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 			text, toks := out.text[start.text:end.text], out.toks[start.toks:end.toks]
 			start = end
 			completion += len(toks)
-			if len(text) == 0 && (len(toks) == 0 || !(m.tokenIDs || m.continuousUsage)) {
+			if len(text) == 0 && (len(toks) == 0 || !(m.tokenIDs || m.continuousUsage || m.logprobs)) {
 				continue
 			}
+			m.lp = m.run(&out, start.toks-len(toks), start.toks)
 			buf = m.appendChunk(buf[:0], text, toks, "", completion)
 			w.Write(buf)
 			wrote = true
@@ -73,6 +74,7 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 			if res.err != nil {
 				buf = appendErrorEvent(buf[:0], res.err)
 			} else {
+				m.lp = lpRun{}
 				buf = m.appendChunk(buf[:0], nil, nil, res.finish, completion)
 				if m.includeUsage {
 					buf = m.appendUsageChunk(buf, &res.body)

@@ -90,7 +90,7 @@ func (c *codec) prompt(r *genRequest) *apiError {
 	}
 	switch {
 	case r.Op == schema.OpChat:
-		text, plain, err := c.render(r.Messages)
+		text, plain, err := c.render(r.Messages, true)
 		if err != nil {
 			return badRequest("messages", "invalid_value", "Invalid 'messages': the model's chat template failed: %v", err)
 		}
@@ -112,8 +112,9 @@ func (c *codec) prompt(r *genRequest) *apiError {
 }
 
 // render renders a chat with the model's template (else picometer's format
-// as text), returning the spans holding the messages' contents.
-func (c *codec) render(msgs []chatMessage) (string, [][2]int, error) {
+// as text), returning the spans holding the messages' contents. addGen
+// adds the generation prompt (the assistant turn the model writes).
+func (c *codec) render(msgs []chatMessage, addGen bool) (string, [][2]int, error) {
 	contents := make([]string, len(msgs))
 	for i, m := range msgs {
 		contents[i] = m.Content
@@ -131,14 +132,16 @@ func (c *codec) render(msgs []chatMessage) (string, [][2]int, error) {
 			sb.WriteString(m.Content)
 			sb.WriteString("<|end|>")
 		}
-		sb.WriteString("<|assistant|>")
+		if addGen {
+			sb.WriteString("<|assistant|>")
+		}
 		return sb.String(), plain, nil
 	}
 	tm := make([]tokenizer.Message, len(msgs))
 	for i, m := range msgs {
 		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
 	}
-	text, err := c.tpl.Render(tm, true)
+	text, err := c.tpl.Render(tm, addGen)
 	if err != nil {
 		return "", nil, err
 	}
@@ -160,6 +163,30 @@ func (c *codec) appendText(dst []byte, tok int32) []byte {
 	}
 	return append(dst, c.tk.Piece(tok)...)
 }
+
+// piece is the text of token id as logprobs show it: its bytes, a control
+// token's text included.
+func (c *codec) piece(id int32) []byte {
+	if c.tk != nil {
+		return c.tk.Piece(id)
+	}
+	switch {
+	case native.IsByte(id):
+		return byteStrings[id : id+1]
+	case id >= 256 && id < native.VocabSize:
+		return []byte(native.ControlTokens[id-256])
+	}
+	return nil
+}
+
+// byteStrings holds every byte value, for [codec.piece] to slice.
+var byteStrings = func() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
 
 // readGGUFMeta parses the GGUF file at path for its metadata. The file is
 // mapped, not read: the tensors are never touched, and every string of the

@@ -156,6 +156,22 @@ type Params struct {
 	// ArrivalNS is [Now] at the request's HTTP arrival. Every time in its
 	// RequestStats is on the same clock.
 	ArrivalNS int64
+	// PresencePenalty and FrequencyPenalty (-2..2, 0 = off) are OpenAI's:
+	// before temperature, a token the output so far holds c times loses
+	// c*FrequencyPenalty + PresencePenalty from its logit.
+	PresencePenalty, FrequencyPenalty float32
+	// RepetitionPenalty (0 or 1 = off, else > 0) is vLLM's (the CTRL rule),
+	// applied before the other two: the logit of a token in the prompt or
+	// the output so far is divided by it when positive, multiplied when
+	// negative. Greedy decoding takes the argmax of the penalized logits.
+	RepetitionPenalty float32
+	// Logprobs reports each output token's log-probability, and
+	// TopLogprobs (0..20) the most likely tokens' at its position, in
+	// Output: the log-softmax of the logits the token was sampled from
+	// (after the penalties and temperature, 1 when greedy; before
+	// top-k/top-p).
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // RequestStats are the raw facts of one finished request. Times are [Now]
@@ -194,7 +210,19 @@ type Output struct {
 	Finish string
 	// Stats is set when Finish is set. Engine-owned like Tokens.
 	Stats *RequestStats
+	// With Params.Logprobs (else nil): Logprobs[i] is Tokens[i]'s
+	// log-probability, and its TopN most likely alternatives (most likely
+	// first, ties by lower id) are TopIDs[i*MaxTopLogprobs:][:TopN] with
+	// TopLogprobs at the same indices. Engine-owned like Tokens.
+	Logprobs    []float32
+	TopIDs      []int32
+	TopLogprobs []float32
+	TopN        int
 }
+
+// MaxTopLogprobs is the most alternatives per token (Params.TopLogprobs),
+// and the stride of Output.TopIDs and Output.TopLogprobs.
+const MaxTopLogprobs = 20
 
 // Status is a native status code (model.h PM_*).
 type Status int

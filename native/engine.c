@@ -176,6 +176,11 @@ struct pm_engine {
 	/* sampler scratch */
 	float *sp;     /* [vocab] probabilities */
 	int32_t *sidx; /* [vocab] token ids */
+	float *pl;     /* [vocab] penalized logits */
+	float *lp;     /* [b_max][PM_MAX_SPEC_K+1] log-probability of each token a slot emits in a step */
+	int32_t *top_id; /* [b_max][PM_MAX_SPEC_K+1][PM_MAX_TOP_LOGPROBS] */
+	float *top_lp;   /* [b_max][PM_MAX_SPEC_K+1][PM_MAX_TOP_LOGPROBS] */
+	int32_t *pcnt; /* [vocab] output count per token while penalizing; all 0 between calls */
 
 	/* outputs of the current call */
 	pm_output *outs;  /* [b_max] */
@@ -718,7 +723,7 @@ static int preempt_newest(pm_engine *e)
 
 static void finish(pm_engine *e, int ri, int reason);
 static void finished_at(pm_engine *e, req *r, int64_t t);
-static int32_t sample(pm_engine *e, req *r, const float *logits);
+static int32_t sample_at(pm_engine *e, req *r, int sx, int j, const float *logits);
 static void step_record(pm_engine *e, int phase, int batch, int tokens, int64_t ns);
 static void time_cost(pm_time_cost *c, int64_t ns);
 
@@ -760,6 +765,17 @@ static void deliver(pm_engine *e, slot *s)
 	o->n_tokens = s->n_emitted;
 	o->finish = s->fin;
 	o->stats = s->fin ? &r->st : NULL;
+	o->logprobs = NULL;
+	o->top_ids = NULL;
+	o->top_logprobs = NULL;
+	o->top_n = 0;
+	if (r->p.logprobs) {
+		size_t at = (size_t)(s - e->slots) * (PM_MAX_SPEC_K + 1);
+		o->logprobs = e->lp + at;
+		o->top_ids = e->top_id + at * PM_MAX_TOP_LOGPROBS;
+		o->top_logprobs = e->top_lp + at * PM_MAX_TOP_LOGPROBS;
+		o->top_n = r->p.top_logprobs;
+	}
 	if (s->fin)
 		finish(e, ri, s->fin);
 }
@@ -885,7 +901,8 @@ static void run_prefill(pm_engine *e)
 			slot *s = &e->slots[e->row_slot[e->logit_row[i]]];
 			req *r = &e->reqs[s->req];
 			s->emit0 = r->n_seq;
-			s->fin = emit_token(e, r, sample(e, r, e->logits + (size_t)i * e->vocab));
+			s->fin = emit_token(e, r, sample_at(e, r, (int)(s - e->slots), 0,
+							       e->logits + (size_t)i * e->vocab));
 			s->n_emitted = 1;
 			s->state = SLOT_DECODE;
 		}
@@ -1040,7 +1057,8 @@ static void run_decode(pm_engine *e)
 		int accepted = 0, fin = PM_FINISH_NONE, j = 0;
 		s->emit0 = r->n_seq;
 		for (; j <= s->n_draft; j++) {
-			int32_t tok = sample(e, r, e->logits + (size_t)(s->row0 + j) * e->vocab);
+			int32_t tok = sample_at(e, r, (int)(s - e->slots), j,
+						e->logits + (size_t)(s->row0 + j) * e->vocab);
 			fin = emit_token(e, r, tok);
 			int match = j < s->n_draft && tok == s->draft[j];
 			accepted += match;
@@ -1177,6 +1195,44 @@ static void top_sort(float *v, int32_t *id, int n, int k)
 		swap2(v, id, i, n - 1 - i);
 }
 
+/* penalize applies r's penalties to logits, in vLLM's order, and returns
+ * the result (e->pl), or logits itself when r has none:
+ *  - repetition_penalty (vLLM, the CTRL rule): the logit of every token in
+ *    the prompt or the output so far is divided by it when positive and
+ *    multiplied by it otherwise;
+ *  - frequency and presence penalties (OpenAI): a token the output so far
+ *    holds c times loses c * frequency_penalty + presence_penalty.
+ * O(tokens so far); e->pcnt is all 0 again on return. */
+static const float *penalize(pm_engine *e, const req *r, const float *logits)
+{
+	const pm_params *p = &r->p;
+	float rep = p->repetition_penalty;
+	int has_rep = rep != 0 && rep != 1;
+	if (!has_rep && p->presence_penalty == 0 && p->frequency_penalty == 0)
+		return logits;
+	enum { DONE = 1 << 30 }; /* the token's logit is penalized; the count is below */
+	float *l = e->pl;
+	int32_t *cnt = e->pcnt;
+	const int32_t *seq = r->seq;
+	int32_t n = r->n_seq;
+	memcpy(l, logits, sizeof *l * (size_t)e->vocab);
+	for (int32_t i = r->st.prompt_tokens; i < n; i++)
+		cnt[seq[i]]++;
+	for (int32_t i = 0; i < n; i++) {
+		int32_t t = seq[i], c = cnt[t];
+		if (c & DONE)
+			continue;
+		cnt[t] = c | DONE;
+		if (has_rep)
+			l[t] = l[t] > 0 ? l[t] / rep : l[t] * rep;
+		if (c > 0)
+			l[t] -= (float)c * p->frequency_penalty + p->presence_penalty;
+	}
+	for (int32_t i = 0; i < n; i++)
+		cnt[seq[i]] = 0;
+	return l;
+}
+
 static int32_t sample(pm_engine *e, req *r, const float *logits)
 {
 	int V = e->vocab;
@@ -1217,6 +1273,51 @@ static int32_t sample(pm_engine *e, req *r, const float *logits)
 			return id[i];
 	}
 	return id[n - 1];
+}
+
+/* logprobs writes, for the token tok sampled from logits at position j of
+ * slot sx's step, its log-probability and the top_logprobs most likely
+ * tokens' (most likely first, ties by lower id): the log-softmax of
+ * logits / temperature (1 when greedy). O(vocab * top_logprobs). */
+static void logprobs(pm_engine *e, const req *r, int sx, int j, const float *logits, int32_t tok)
+{
+	int V = e->vocab, n = r->p.top_logprobs;
+	float t = r->p.temperature > 0 ? r->p.temperature : 1;
+	size_t at = (size_t)sx * (PM_MAX_SPEC_K + 1) + (size_t)j;
+	int32_t *ids = e->top_id + at * PM_MAX_TOP_LOGPROBS;
+	float *lps = e->top_lp + at * PM_MAX_TOP_LOGPROBS;
+	float mx = logits[argmax(logits, V)] / t;
+	double sum = 0;
+	int k = 0; /* entries of ids/lps in use, sorted */
+	for (int i = 0; i < V; i++) {
+		float v = logits[i] / t;
+		sum += exp((double)v - mx);
+		if (n == 0 || (k == n && !(v > lps[k - 1])))
+			continue;
+		int at2 = k < n ? k++ : n - 1; /* insert, dropping the last when full */
+		while (at2 > 0 && v > lps[at2 - 1]) {
+			lps[at2] = lps[at2 - 1];
+			ids[at2] = ids[at2 - 1];
+			at2--;
+		}
+		lps[at2] = v;
+		ids[at2] = i;
+	}
+	float lse = (float)((double)mx + log(sum));
+	for (int i = 0; i < k; i++)
+		lps[i] -= lse;
+	e->lp[at] = logits[tok] / t - lse;
+}
+
+/* sample_at samples the token at position j of slot sx's step from logits,
+ * after r's penalties, and records its log-probabilities when r asks. */
+static int32_t sample_at(pm_engine *e, req *r, int sx, int j, const float *logits)
+{
+	const float *l = penalize(e, r, logits);
+	int32_t tok = sample(e, r, l);
+	if (r->p.logprobs)
+		logprobs(e, r, sx, j, l, tok);
+	return tok;
 }
 
 /* ============================================================================
@@ -1478,6 +1579,11 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	ALLOC(e->order, b);
 	ALLOC(e->sp, e->vocab);
 	ALLOC(e->sidx, e->vocab);
+	ALLOC(e->pl, e->vocab);
+	ALLOC(e->pcnt, e->vocab);
+	ALLOC(e->lp, (size_t)b * (PM_MAX_SPEC_K + 1));
+	ALLOC(e->top_id, (size_t)b * (PM_MAX_SPEC_K + 1) * PM_MAX_TOP_LOGPROBS);
+	ALLOC(e->top_lp, (size_t)b * (PM_MAX_SPEC_K + 1) * PM_MAX_TOP_LOGPROBS);
 	ALLOC(e->outs, b);
 	ALLOC(e->out_req, b);
 	ALLOC(e->ring, e->cfg.step_ring);
@@ -1547,6 +1653,11 @@ void pm_engine_free(pm_engine *e)
 	free(e->order);
 	free(e->sp);
 	free(e->sidx);
+	free(e->pl);
+	free(e->pcnt);
+	free(e->lp);
+	free(e->top_id);
+	free(e->top_lp);
 	free(e->outs);
 	free(e->out_req);
 	free(e->ring);
@@ -1681,6 +1792,20 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 		return seterr(e, PM_ERR_ARG, "top_k: %d < 0", (int)p->top_k);
 	if (!(p->top_p >= 0 && p->top_p <= 1))
 		return seterr(e, PM_ERR_ARG, "top_p: %g not in 0..1", (double)p->top_p);
+	if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+		return seterr(e, PM_ERR_ARG, "presence_penalty: %g not in -2..2",
+			      (double)p->presence_penalty);
+	if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+		return seterr(e, PM_ERR_ARG, "frequency_penalty: %g not in -2..2",
+			      (double)p->frequency_penalty);
+	if (!(p->repetition_penalty >= 0) || isinf(p->repetition_penalty))
+		return seterr(e, PM_ERR_ARG, "repetition_penalty: %g is not a finite number >= 0",
+			      (double)p->repetition_penalty);
+	if (p->logprobs != 0 && p->logprobs != 1)
+		return seterr(e, PM_ERR_ARG, "logprobs: %d is not 0 or 1", (int)p->logprobs);
+	if (p->top_logprobs < 0 || p->top_logprobs > PM_MAX_TOP_LOGPROBS)
+		return seterr(e, PM_ERR_ARG, "top_logprobs: %d not in 0..%d", (int)p->top_logprobs,
+			      PM_MAX_TOP_LOGPROBS);
 	if (p->n_stop < 0 || p->n_stop > PM_MAX_STOP)
 		return seterr(e, PM_ERR_ARG, "stop: %d tokens, at most %d", (int)p->n_stop,
 			      PM_MAX_STOP);

@@ -26,6 +26,7 @@
 #define PM_MAX_BATCH 64 /* largest b_max (schema.MaxBatch) */
 #define PM_MAX_SPEC_K 8 /* largest spec_k (schema.MaxSpecK) */
 #define PM_MAX_STOP 16  /* most stop tokens per request */
+#define PM_MAX_TOP_LOGPROBS 20 /* most alternatives reported per output token */
 #define PM_ERRMSG_MAX 256
 #define PM_DEFAULT_CTX 4096 /* context when pm_engine_config.ctx is 0 and the model's is longer */
 
@@ -65,6 +66,12 @@ typedef struct {
 	int32_t stop[PM_MAX_STOP]; /* extra stop token ids, the first n_stop */
 	int32_t n_stop;       /* 0..PM_MAX_STOP */
 	int64_t arrival_ns;   /* HTTP arrival; 0 = now */
+	float presence_penalty;   /* -2..2, 0 = off (OpenAI): minus this for every token the output holds */
+	float frequency_penalty;  /* -2..2, 0 = off (OpenAI): minus this times the token's count in the output */
+	float repetition_penalty; /* 0 or 1 = off, else > 0 (vLLM): a prompt or output token's logit
+				   * is divided by it when positive, multiplied when negative */
+	int32_t logprobs;     /* 1: report each output token's log-probability */
+	int32_t top_logprobs; /* 0..PM_MAX_TOP_LOGPROBS: and this many most likely tokens' */
 } pm_params;
 
 /* Raw facts of one request (see native.RequestStats). 0 = never happened. */
@@ -87,6 +94,15 @@ typedef struct {
 	int32_t n_tokens;
 	int32_t finish;                 /* PM_FINISH_NONE while running */
 	const pm_request_stats *stats;  /* set when finish != NONE */
+	/* With pm_params.logprobs (else NULL and 0): the log-probability of
+	 * each token, and the top_n most likely tokens at its position (ids and
+	 * log-probabilities, most likely first, ties by lower id). They are
+	 * the log-softmax of the logits the token was sampled from: after the
+	 * penalties and temperature (1 when greedy), before top-k/top-p. */
+	const float *logprobs;     /* [n_tokens] */
+	const int32_t *top_ids;    /* [n_tokens][top_n] */
+	const float *top_logprobs; /* [n_tokens][top_n] */
+	int32_t top_n;
 } pm_output;
 
 /* MLC-LLM TimeCost for one batch size; the first sample is discarded. */

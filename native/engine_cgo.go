@@ -166,6 +166,14 @@ func (e *Engine) Submit(prompt []int32, p Params) (ID, error) {
 		seed:        C.uint64_t(p.Seed),
 		n_stop:      C.int32_t(len(p.StopTokens)),
 		arrival_ns:  C.int64_t(p.ArrivalNS),
+
+		presence_penalty:   C.float(p.PresencePenalty),
+		frequency_penalty:  C.float(p.FrequencyPenalty),
+		repetition_penalty: C.float(p.RepetitionPenalty),
+		top_logprobs:       C.int32_t(clampInt32(p.TopLogprobs)),
+	}
+	if p.Logprobs {
+		cp.logprobs = 1
 	}
 	for i, t := range p.StopTokens {
 		cp.stop[i] = C.int32_t(t)
@@ -217,6 +225,17 @@ func (e *Engine) Step() ([]Output, error) {
 			ID:     ID(o.id),
 			Tokens: unsafe.Slice((*int32)(unsafe.Pointer(o.tokens)), int(o.n_tokens)),
 		}
+		if o.logprobs != nil {
+			nt, k := int(o.n_tokens), int(o.top_n)
+			out.Logprobs = unsafe.Slice((*float32)(unsafe.Pointer(o.logprobs)), nt)
+			out.TopN = k
+			// Each token's alternatives are PM_MAX_TOP_LOGPROBS apart.
+			if nt > 0 && k > 0 {
+				n := (nt-1)*C.PM_MAX_TOP_LOGPROBS + k
+				out.TopIDs = unsafe.Slice((*int32)(unsafe.Pointer(o.top_ids)), n)
+				out.TopLogprobs = unsafe.Slice((*float32)(unsafe.Pointer(o.top_logprobs)), n)
+			}
+		}
 		if o.finish != C.PM_FINISH_NONE {
 			out.Finish = finishName(o.finish)
 			out.Stats = &e.stats[i]
@@ -226,6 +245,9 @@ func (e *Engine) Step() ([]Output, error) {
 	}
 	return e.outs, nil
 }
+
+// MaxTopLogprobs is engine.h's PM_MAX_TOP_LOGPROBS (a compile error otherwise).
+const _ = uint(C.PM_MAX_TOP_LOGPROBS-MaxTopLogprobs) + uint(MaxTopLogprobs-C.PM_MAX_TOP_LOGPROBS)
 
 func finishName(f C.int32_t) string {
 	switch f {

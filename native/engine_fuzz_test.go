@@ -102,6 +102,13 @@ func FuzzEngine(f *testing.F) {
 					p.StopTokens = []int32{int32(in.byte()), int32(in.byte())}
 				case 2:
 					p.StopTokens = make([]int32, 17)
+				case 3: // penalties, in range and out of it
+					p.PresencePenalty = float32(int8(in.byte())) / 50
+					p.FrequencyPenalty = float32(int8(in.byte())) / 50
+					p.RepetitionPenalty = float32(in.byte()) / 64
+				case 4:
+					p.RepetitionPenalty = float32(math.Inf(1))
+					p.FrequencyPenalty = float32(math.NaN())
 				}
 				id, err := e.Submit(prompt, p)
 				switch {

@@ -1,0 +1,369 @@
+package daemon
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/picometer/picometer/schema"
+)
+
+// This file is POST /v1/responses, the text subset of OpenAI's Responses
+// API: its request decoder (decodeResponses) and its response object
+// (appendResponseObject). responses_stream.go streams it. A Responses
+// request is a chat: its input items and instructions become chat
+// messages, rendered by the model's chat template, and its request event
+// has gen_ai.operation.name "chat", the GenAI semantic conventions'
+// predefined value for a chat completion (they name no other for this
+// API, and tell instrumentations to use the applicable predefined one).
+// responses_test.go covers it over real HTTP, fuzz_test.go fuzzes the
+// decoder, and testdata/clients.mjs drives it with the npm clients.
+
+// responsesMeta is what a Responses object repeats of its request.
+type responsesMeta struct {
+	msgID        string // the output message's id
+	instructions string
+	hasInstr     bool
+	maxOutput    int // max_output_tokens as sent; 0: null
+	temperature  float32
+	topP         float32
+	user         string
+}
+
+// decodeResponses decodes a /v1/responses body into r for a vocabulary
+// of vocab tokens. input is a string (one user message) or a list of
+// message items; instructions, when sent, is a system message before
+// them. Fields of a capability picometer lacks (tools, previous_response_id,
+// reasoning, background, conversation, prompt templates, images, files,
+// non-text output formats, include) are a 400 naming the field.
+func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
+	*r = genRequest{Op: schema.OpChat, Responses: true, PromptParam: "input", Temperature: 1, TopP: 1,
+		MaxTokensParam: "max_output_tokens"}
+	d, err := newDecoder(body)
+	if err != nil {
+		return err
+	}
+	if r.Model, _, err = d.str("model"); err != nil {
+		return err
+	}
+	if r.User, _, err = d.str("user"); err != nil {
+		return err
+	}
+	var msgs []chatMessage
+	if s, ok, err := d.str("instructions"); err != nil {
+		return err
+	} else if ok {
+		r.Instructions, r.HasInstructions = s, true
+		msgs = append(msgs, chatMessage{Role: "system", Content: s})
+	}
+	raw, ok := d.get("input")
+	if !ok {
+		return badRequest("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	}
+	in, err := decodeInput(raw)
+	if err != nil {
+		return err
+	}
+	msgs = append(msgs, in...)
+	r.Prompt, r.Messages = renderChat(nil, msgs), msgs
+
+	if v, ok, err := d.integer("max_output_tokens"); err != nil {
+		return err
+	} else if ok {
+		if v < 1 || v > math.MaxInt32 {
+			return badRequest("max_output_tokens", "invalid_value", "Invalid 'max_output_tokens': expected a value >= 1, but got %d instead.", v)
+		}
+		r.MaxTokens = int(v)
+	}
+	if v, ok, err := d.number("temperature"); err != nil {
+		return err
+	} else if ok {
+		if v < 0 || v > 2 {
+			return badRequest("temperature", "invalid_value", "Invalid 'temperature': expected a value in [0, 2], but got %v instead.", v)
+		}
+		r.Temperature = float32(v)
+	}
+	if v, ok, err := d.number("top_p"); err != nil {
+		return err
+	} else if ok {
+		if v <= 0 || v > 1 {
+			return badRequest("top_p", "invalid_value", "Invalid 'top_p': expected a value in (0, 1], but got %v instead.", v)
+		}
+		r.TopP = float32(v)
+	}
+	if r.Stream, _, err = d.boolean("stream"); err != nil {
+		return err
+	}
+	// Accepted and without effect: picometer keeps no responses (store is
+	// answered false in the object; GET /v1/responses/{id} is a 404),
+	// runs one request at a time per slot, and has one service tier.
+	if _, _, err := d.boolean("store"); err != nil {
+		return err
+	}
+	if _, _, err := d.boolean("parallel_tool_calls"); err != nil {
+		return err
+	}
+	if v, _, err := d.boolean("background"); err != nil {
+		return err
+	} else if v {
+		return badRequest("background", "unsupported_parameter", "Unsupported value for 'background': background responses are not supported.")
+	}
+	if v, ok, err := d.str("truncation"); err != nil {
+		return err
+	} else if ok && v != "disabled" {
+		return badRequest("truncation", "unsupported_parameter", "Unsupported value for 'truncation': only \"disabled\" is supported, but got %s.", strconv.Quote(v))
+	}
+	for _, k := range []string{"previous_response_id", "conversation", "prompt"} {
+		if _, ok := d.get(k); ok {
+			return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': this server keeps no responses, conversations or prompt templates; send the whole conversation in 'input'.", k)
+		}
+	}
+	if raw, ok := d.get("tools"); ok && !isEmptyArray(raw) {
+		return badRequest("tools", "unsupported_parameter", "Unsupported parameter 'tools': tool calling is not supported.")
+	}
+	if raw, ok := d.get("tool_choice"); ok && string(raw) != `"none"` && string(raw) != `"auto"` {
+		return badRequest("tool_choice", "unsupported_parameter", "Unsupported parameter 'tool_choice': tool calling is not supported.")
+	}
+	if raw, ok := d.get("reasoning"); ok && !isEmptyObject(raw) {
+		return badRequest("reasoning", "unsupported_parameter", "Unsupported parameter 'reasoning': this model does not reason.")
+	}
+	if raw, ok := d.get("include"); ok && !isEmptyArray(raw) {
+		return badRequest("include", "unsupported_parameter", "Unsupported parameter 'include': no additional output data is available.")
+	}
+	if _, ok := d.get("top_logprobs"); ok {
+		return badRequest("top_logprobs", "unsupported_parameter", "Unsupported parameter 'top_logprobs': this server does not return log probabilities.")
+	}
+	if raw, ok := d.get("text"); ok {
+		td, err := newDecoderPrefixed(raw, "text.")
+		if err != nil {
+			return err
+		}
+		if fraw, ok := td.get("format"); ok {
+			var f struct {
+				Type string `json:"type"`
+			}
+			if fraw[0] != '{' || json.Unmarshal(fraw, &f) != nil {
+				return badRequest("text.format", "invalid_type", "Invalid type for 'text.format': expected an object with a string 'type', but got %s instead.", kindOf(fraw))
+			}
+			if f.Type != "text" {
+				return badRequest("text.format", "unsupported_parameter", "Unsupported value for 'text.format.type': only \"text\" is supported, but got %s.", strconv.Quote(f.Type))
+			}
+		}
+	}
+	return nil
+}
+
+// decodeInput reads a Responses input: a string (one user message) or a
+// list of message items.
+func decodeInput(raw json.RawMessage) ([]chatMessage, *apiError) {
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, badRequest("input", "invalid_type", "Invalid 'input': %v", err)
+		}
+		return []chatMessage{{Role: "user", Content: s}}, nil
+	}
+	var items []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, badRequest("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items, but got %s instead.", kindOf(raw))
+	}
+	if len(items) == 0 {
+		return nil, badRequest("input", "invalid_value", "Invalid 'input': expected a string or an array with at least one item, but got an empty array.")
+	}
+	msgs := make([]chatMessage, 0, len(items))
+	for i, it := range items {
+		p := fmt.Sprintf("input[%d]", i)
+		d, err := newDecoderPrefixed(it, p+".")
+		if err != nil {
+			return nil, err
+		}
+		typ, ok, err := d.str("type")
+		if err != nil {
+			return nil, err
+		}
+		if ok && typ != "message" {
+			return nil, badRequest(p+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"message\" items are supported (no tool calls, reasoning items or item references), but got %s.", p, strconv.Quote(typ))
+		}
+		role, ok, err := d.str("role")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, badRequest(p+".role", "missing_required_parameter", "Missing required parameter: '%s.role'.", p)
+		}
+		switch role {
+		case "system", "user", "assistant":
+		case "developer":
+			role = "system"
+		default:
+			return nil, badRequest(p+".role", "invalid_value", "Invalid value for '%s.role': %s is not one of system, developer, user or assistant.", p, strconv.Quote(role))
+		}
+		content, err := decodeInputContent(d, p)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, chatMessage{Role: role, Content: content})
+	}
+	return msgs, nil
+}
+
+// decodeInputContent reads a message item's content: a string or a list
+// of input_text/output_text parts, joined with "\n" (as chat's text parts).
+func decodeInputContent(d *decoder, p string) (string, *apiError) {
+	raw, ok := d.get("content")
+	if !ok {
+		return "", badRequest(p+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", p)
+	}
+	if raw[0] == '"' {
+		s, _, err := d.str("content")
+		return s, err
+	}
+	var parts []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
+		return "", d.typeErr("content", "a string or an array of text parts", raw)
+	}
+	var sb strings.Builder
+	for j, part := range parts {
+		pp := fmt.Sprintf("%s.content[%d]", p, j)
+		pd, err := newDecoderPrefixed(part, pp+".")
+		if err != nil {
+			return "", err
+		}
+		typ, _, err := pd.str("type")
+		if err != nil {
+			return "", err
+		}
+		switch typ {
+		case "input_text", "output_text":
+		case "input_image", "input_file", "input_audio":
+			return "", badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': %s; this model reads text only (input_text or output_text parts).", pp, strconv.Quote(typ))
+		default:
+			return "", badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"input_text\" and \"output_text\" parts are supported, but got %s.", pp, strconv.Quote(typ))
+		}
+		text, ok, err := pd.str("text")
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", badRequest(pp+".text", "missing_required_parameter", "Missing required parameter: '%s.text'.", pp)
+		}
+		if j > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(text)
+	}
+	return sb.String(), nil
+}
+
+// Response statuses.
+const (
+	statusInProgress = "in_progress"
+	statusCompleted  = "completed"
+	statusIncomplete = "incomplete"
+)
+
+// responseStatus is the status of a finished response: completed when the
+// model stopped by itself, incomplete when it hit max_output_tokens or the
+// context.
+func responseStatus(finish string) string {
+	if finish == schema.FinishLength {
+		return statusIncomplete
+	}
+	return statusCompleted
+}
+
+// appendResponseObject appends a Responses object. b nil is a response in
+// progress (empty output, usage null); otherwise output is one assistant
+// message holding text as output_text and usage has picometer's metrics
+// in usage.extra (as the other endpoints' usage does).
+func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *schema.RequestBody) []byte {
+	r := m.resp
+	status := statusInProgress
+	if b != nil {
+		status = responseStatus(finish)
+	}
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, m.id)
+	dst = append(dst, `,"object":"response","created_at":`...)
+	dst = strconv.AppendInt(dst, m.created, 10)
+	dst = append(dst, `,"status":"`...)
+	dst = append(dst, status...)
+	dst = append(dst, `","background":false,"error":null,"incomplete_details":`...)
+	if status == statusIncomplete {
+		dst = append(dst, `{"reason":"max_output_tokens"}`...)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"instructions":`...)
+	if r.hasInstr {
+		dst = appendJSONString(dst, r.instructions)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"max_output_tokens":`...)
+	if r.maxOutput > 0 {
+		dst = strconv.AppendInt(dst, int64(r.maxOutput), 10)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"model":`...)
+	dst = appendJSONString(dst, m.model)
+	dst = append(dst, `,"output":[`...)
+	if b != nil {
+		dst = m.appendOutputMessage(dst, text, status)
+	}
+	dst = append(dst, `],"parallel_tool_calls":false,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":false,"temperature":`...)
+	dst = appendFloat(dst, float64(r.temperature))
+	dst = append(dst, `,"text":{"format":{"type":"text"}},"tool_choice":"none","tools":[],"top_p":`...)
+	dst = appendFloat(dst, float64(r.topP))
+	dst = append(dst, `,"truncation":"disabled","usage":`...)
+	if b != nil {
+		dst = appendResponsesUsage(dst, b)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"user":`...)
+	dst = appendJSONNullString(dst, r.user)
+	return append(dst, `,"metadata":{}}`...)
+}
+
+// appendOutputMessage appends the output message item.
+func (m *respMeta) appendOutputMessage(dst, text []byte, status string) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, m.resp.msgID)
+	dst = append(dst, `,"type":"message","status":"`...)
+	dst = append(dst, status...)
+	dst = append(dst, `","role":"assistant","content":[`...)
+	dst = appendOutputText(dst, text)
+	return append(dst, "]}"...)
+}
+
+// appendOutputText appends an output_text content part.
+func appendOutputText(dst, text []byte) []byte {
+	dst = append(dst, `{"type":"output_text","text":`...)
+	dst = appendJSONString(dst, text)
+	return append(dst, `,"annotations":[],"logprobs":[]}`...)
+}
+
+// appendResponsesUsage appends a Responses usage object: input, output and
+// total tokens, their details, and usage.extra (see appendUsage).
+func appendResponsesUsage(dst []byte, b *schema.RequestBody) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.PromptTokens), 10)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.CompletionTokens), 10)
+	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.PromptTokens+b.CompletionTokens), 10)
+	dst = appendUsageExtra(dst, b)
+	return append(dst, '}')
+}
+
+// newResponsesMeta is the responsesMeta of a decoded request, before
+// fitContext resolves its max_output_tokens.
+func newResponsesMeta(id string, r *genRequest) *responsesMeta {
+	return &responsesMeta{msgID: "msg_" + strings.TrimPrefix(id, "resp_"), instructions: r.Instructions,
+		hasInstr: r.HasInstructions, maxOutput: r.MaxTokens, temperature: r.Temperature, topP: r.TopP, user: r.User}
+}
