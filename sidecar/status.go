@@ -154,14 +154,10 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 	}
 	b = append(b, `}},"now":{`...)
 	if tr.hasGauges {
-		b = append(b, `"requests_running":`...)
-		b = appendNum(b, tr.running)
-		b = append(b, `,"requests_waiting":`...)
-		b = appendNum(b, tr.waiting)
-		b = append(b, `,"slots":`...)
-		b = appendNum(b, tr.slots)
-		b = append(b, `,"kv_cache_usage_ratio":`...)
-		b = appendNum(b, tr.kvUse)
+		b = appendKeyNum(b, 0, "requests_running", tr.running)
+		b = appendKeyNum(b, 1, "requests_waiting", tr.waiting)
+		b = appendKeyNum(b, 2, "slots", tr.slots)
+		b = appendKeyNum(b, 3, "kv_cache_usage_ratio", tr.kvUse)
 	}
 	b = append(b, `},"decode_time_by_batch_size":[`...)
 	first := true
@@ -221,6 +217,11 @@ func appendNum(b []byte, v float64) []byte {
 
 func appendKeyUint(b []byte, i int, k string, v uint64) []byte {
 	return strconv.AppendUint(appendKey(b, i, k), v, 10)
+}
+
+// appendKeyNum is appendKeyUint for a number (see appendNum).
+func appendKeyNum(b []byte, i int, k string, v float64) []byte {
+	return appendNum(appendKey(b, i, k), v)
 }
 
 // appendKeyRing is appendKeyUint for a ring of values (see appendRing).
