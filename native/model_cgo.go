@@ -25,15 +25,25 @@ import (
 // what it read and frees it. Errors are *Error with the loader's message
 // ("<path>: tensor blk.3.ffn_up.weight: missing").
 func ReadModelFile(path string) (*ModelFile, error) {
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
 	var m C.pm_model
-	var msg [512]C.char
-	if rc := C.pm_model_load(cpath, &m, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
-		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	if err := loadModel(path, &m); err != nil {
+		return nil, err
 	}
 	defer C.pm_model_free(&m)
 	return modelFile(&m), nil
+}
+
+// loadModel loads the GGUF model at path into m with the C loader; on
+// success the caller frees m with pm_model_free. Errors are *Error with the
+// loader's message.
+func loadModel(path string, m *C.pm_model) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg [512]C.char
+	if rc := C.pm_model_load(cpath, m, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
+		return &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	}
+	return nil
 }
 
 // ParseModel is ReadModelFile on bytes held in memory (the loader's
@@ -133,12 +143,9 @@ func modelFile(m *C.pm_model) *ModelFile {
 // when the model has them), as float32: dequantized as stored. It exists so
 // tests can check the loader located each tensor.
 func ReadModelWeights(path string) (map[string][]float32, error) {
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
 	var m C.pm_model
-	var msg [512]C.char
-	if rc := C.pm_model_load(cpath, &m, &msg[0], C.size_t(len(msg))); rc != C.PM_OK {
-		return nil, &Error{Status: Status(rc), Msg: C.GoString(&msg[0])}
+	if err := loadModel(path, &m); err != nil {
+		return nil, err
 	}
 	defer C.pm_model_free(&m)
 	dim, ffn, vocab := int(m.dim), int(m.ffn_dim), int(m.vocab)

@@ -25,18 +25,7 @@ func (h *history) ServePage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	h.mu.Lock()
-	b := h.appendPage(h.out[:0], h.viewLocked(h.agg.now()))
-	h.out = b
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write(b)
-	h.mu.Unlock()
+	h.serveView(w, r, "text/html; charset=utf-8", h.appendPage)
 }
 
 // Chart geometry (SVG user units; the SVG scales to its panel's width).

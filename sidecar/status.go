@@ -46,15 +46,21 @@ func (h *history) selfAt(k, field int) float32 { return h.self[h.slot(k)*sFields
 
 // ServeStatus serves /api/v1/status: the page's numbers as JSON.
 func (h *history) ServeStatus(w http.ResponseWriter, r *http.Request) {
+	h.serveView(w, r, StatusContentType, h.appendStatus)
+}
+
+// serveView answers a GET or HEAD (405 otherwise) with what appendBody
+// writes of the current view, into h.out under h.mu, never cached.
+func (h *history) serveView(w http.ResponseWriter, r *http.Request, contentType string, appendBody func([]byte, view) []byte) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	h.mu.Lock()
-	b := h.appendStatus(h.out[:0], h.viewLocked(h.agg.now()))
+	b := appendBody(h.out[:0], h.viewLocked(h.agg.now()))
 	h.out = b
-	w.Header().Set("Content-Type", StatusContentType)
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(b)
 	h.mu.Unlock()
@@ -114,12 +120,7 @@ func (h *history) appendStatus(b []byte, v view) []byte {
 	b = h.appendRing(b, func(k int) float32 { return h.selfAt(k, sEventRate) })
 	b = append(b, `,"rejected_per_second":{`...)
 	for i, k := range schema.DecodeReasons {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendQuote(b, k)
-		b = append(b, ':')
-		b = h.appendRing(b, func(k int) float32 { return h.selfAt(k, sRejected0+i) })
+		b = h.appendKeyRing(b, i, k, func(k int) float32 { return h.selfAt(k, sRejected0+i) })
 	}
 	b = append(b, `}}},"targets":[`...)
 	for i := range v.live.targets {
@@ -153,14 +154,10 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 	}
 	b = append(b, `}},"now":{`...)
 	if tr.hasGauges {
-		b = append(b, `"requests_running":`...)
-		b = appendNum(b, tr.running)
-		b = append(b, `,"requests_waiting":`...)
-		b = appendNum(b, tr.waiting)
-		b = append(b, `,"slots":`...)
-		b = appendNum(b, tr.slots)
-		b = append(b, `,"kv_cache_usage_ratio":`...)
-		b = appendNum(b, tr.kvUse)
+		b = appendKeyNum(b, 0, "requests_running", tr.running)
+		b = appendKeyNum(b, 1, "requests_waiting", tr.waiting)
+		b = appendKeyNum(b, 2, "slots", tr.slots)
+		b = appendKeyNum(b, 3, "kv_cache_usage_ratio", tr.kvUse)
 	}
 	b = append(b, `},"decode_time_by_batch_size":[`...)
 	first := true
@@ -184,21 +181,11 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 	if th != nil {
 		b = append(b, `,"series":{`...)
 		for i, s := range statusSeries {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendQuote(b, s.name)
-			b = append(b, ':')
-			b = h.appendRing(b, func(k int) float32 { return th.at(h, k, s.field) })
+			b = h.appendKeyRing(b, i, s.name, func(k int) float32 { return th.at(h, k, s.field) })
 		}
 		b = append(b, `,"errors_per_second_by_type":{`...)
 		for e, et := range schema.ErrorTypes {
-			if e > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendQuote(b, et)
-			b = append(b, ':')
-			b = h.appendRing(b, func(k int) float32 { return th.at(h, k, hErrByType0+e) })
+			b = h.appendKeyRing(b, e, et, func(k int) float32 { return th.at(h, k, hErrByType0+e) })
 		}
 		b = append(b, "}}"...)
 	}
@@ -229,10 +216,25 @@ func appendNum(b []byte, v float64) []byte {
 }
 
 func appendKeyUint(b []byte, i int, k string, v uint64) []byte {
+	return strconv.AppendUint(appendKey(b, i, k), v, 10)
+}
+
+// appendKeyNum is appendKeyUint for a number (see appendNum).
+func appendKeyNum(b []byte, i int, k string, v float64) []byte {
+	return appendNum(appendKey(b, i, k), v)
+}
+
+// appendKeyRing is appendKeyUint for a ring of values (see appendRing).
+func (h *history) appendKeyRing(b []byte, i int, k string, at func(k int) float32) []byte {
+	return h.appendRing(appendKey(b, i, k), at)
+}
+
+// appendKey appends the JSON key k of the i-th member of an object: a
+// comma before all but the first.
+func appendKey(b []byte, i int, k string) []byte {
 	if i > 0 {
 		b = append(b, ',')
 	}
 	b = strconv.AppendQuote(b, k)
-	b = append(b, ':')
-	return strconv.AppendUint(b, v, 10)
+	return append(b, ':')
 }

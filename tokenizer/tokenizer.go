@@ -239,23 +239,11 @@ func (r *scoreRanker) rank(a, b int32) (int32, int32, bool) {
 // for a rendered chat template, never for user content); without it they
 // are ordinary text. BOS/EOS are not added: see [Tokenizer.AddBOS].
 func (t *Tokenizer) Encode(dst []int32, text string, special bool) []int32 {
-	tr := t.user
 	if special {
-		tr = t.special
+		return t.EncodeRendered(dst, text, nil)
 	}
-	start := 0
-	for i := 0; i < len(text); {
-		id, n := tr.match(text[i:])
-		if n == 0 {
-			i++
-			continue
-		}
-		dst = t.encodeText(dst, text[start:i])
-		dst = append(dst, id)
-		i += n
-		start = i
-	}
-	return t.encodeText(dst, text[start:])
+	whole := [1][2]int{{0, len(text)}} // all of text is content: user-defined tokens only
+	return t.EncodeRendered(dst, text, whole[:])
 }
 
 // encodeText encodes text with no special tokens in it: a whole text, or

@@ -245,34 +245,45 @@ func (d *decoder) value(t ValueType, depth int, what string) (any, error) {
 	return v, nil
 }
 
+// The little-endian decoders of the scalar types, shared by scalars and
+// arrays; p holds at least the value's size.
+func readUint8(p []byte) uint8     { return p[0] }
+func readInt8(p []byte) int8       { return int8(p[0]) }
+func readInt16(p []byte) int16     { return int16(binary.LittleEndian.Uint16(p)) }
+func readInt32(p []byte) int32     { return int32(binary.LittleEndian.Uint32(p)) }
+func readInt64(p []byte) int64     { return int64(binary.LittleEndian.Uint64(p)) }
+func readFloat32(p []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(p)) }
+func readFloat64(p []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(p)) }
+func readBool(p []byte) bool       { return p[0] == 1 }
+
 func scalar(t ValueType, p []byte) (any, error) {
 	le := binary.LittleEndian
 	switch t {
 	case TypeUint8:
-		return p[0], nil
+		return readUint8(p), nil
 	case TypeInt8:
-		return int8(p[0]), nil
+		return readInt8(p), nil
 	case TypeUint16:
 		return le.Uint16(p), nil
 	case TypeInt16:
-		return int16(le.Uint16(p)), nil
+		return readInt16(p), nil
 	case TypeUint32:
 		return le.Uint32(p), nil
 	case TypeInt32:
-		return int32(le.Uint32(p)), nil
+		return readInt32(p), nil
 	case TypeFloat32:
-		return math.Float32frombits(le.Uint32(p)), nil
+		return readFloat32(p), nil
 	case TypeBool:
 		if p[0] > 1 {
 			return nil, fmt.Errorf("bool value %d (want 0 or 1)", p[0])
 		}
-		return p[0] == 1, nil
+		return readBool(p), nil
 	case TypeUint64:
 		return le.Uint64(p), nil
 	case TypeInt64:
-		return int64(le.Uint64(p)), nil
+		return readInt64(p), nil
 	case TypeFloat64:
-		return math.Float64frombits(le.Uint64(p)), nil
+		return readFloat64(p), nil
 	}
 	panic("BUG: gguf: scalar of type " + t.String())
 }
@@ -323,74 +334,45 @@ func (d *decoder) array(depth int, what string) (any, error) {
 	return scalarArray(elem, p, int(n), what)
 }
 
+// decodeArray decodes n elements of size bytes each from p with get.
+func decodeArray[T any](p []byte, n, size int, get func([]byte) T) []T {
+	a := make([]T, n)
+	for i := range a {
+		a[i] = get(p[size*i:])
+	}
+	return a
+}
+
 func scalarArray(t ValueType, p []byte, n int, what string) (any, error) {
 	le := binary.LittleEndian
 	switch t {
 	case TypeUint8:
 		return append([]uint8{}, p...), nil
 	case TypeInt8:
-		a := make([]int8, n)
-		for i := range a {
-			a[i] = int8(p[i])
-		}
-		return a, nil
+		return decodeArray(p, n, 1, readInt8), nil
 	case TypeBool:
-		a := make([]bool, n)
-		for i := range a {
-			if p[i] > 1 {
-				return nil, fmt.Errorf("%s: bool value %d (want 0 or 1)", what, p[i])
+		for _, c := range p[:n] {
+			if c > 1 {
+				return nil, fmt.Errorf("%s: bool value %d (want 0 or 1)", what, c)
 			}
-			a[i] = p[i] == 1
 		}
-		return a, nil
+		return decodeArray(p, n, 1, readBool), nil
 	case TypeUint16:
-		a := make([]uint16, n)
-		for i := range a {
-			a[i] = le.Uint16(p[2*i:])
-		}
-		return a, nil
+		return decodeArray(p, n, 2, le.Uint16), nil
 	case TypeInt16:
-		a := make([]int16, n)
-		for i := range a {
-			a[i] = int16(le.Uint16(p[2*i:]))
-		}
-		return a, nil
+		return decodeArray(p, n, 2, readInt16), nil
 	case TypeUint32:
-		a := make([]uint32, n)
-		for i := range a {
-			a[i] = le.Uint32(p[4*i:])
-		}
-		return a, nil
+		return decodeArray(p, n, 4, le.Uint32), nil
 	case TypeInt32:
-		a := make([]int32, n)
-		for i := range a {
-			a[i] = int32(le.Uint32(p[4*i:]))
-		}
-		return a, nil
+		return decodeArray(p, n, 4, readInt32), nil
 	case TypeFloat32:
-		a := make([]float32, n)
-		for i := range a {
-			a[i] = math.Float32frombits(le.Uint32(p[4*i:]))
-		}
-		return a, nil
+		return decodeArray(p, n, 4, readFloat32), nil
 	case TypeUint64:
-		a := make([]uint64, n)
-		for i := range a {
-			a[i] = le.Uint64(p[8*i:])
-		}
-		return a, nil
+		return decodeArray(p, n, 8, le.Uint64), nil
 	case TypeInt64:
-		a := make([]int64, n)
-		for i := range a {
-			a[i] = int64(le.Uint64(p[8*i:]))
-		}
-		return a, nil
+		return decodeArray(p, n, 8, readInt64), nil
 	case TypeFloat64:
-		a := make([]float64, n)
-		for i := range a {
-			a[i] = math.Float64frombits(le.Uint64(p[8*i:]))
-		}
-		return a, nil
+		return decodeArray(p, n, 8, readFloat64), nil
 	}
 	panic("BUG: gguf: scalar array of type " + t.String())
 }

@@ -162,6 +162,43 @@ func (f *File) header() (head []byte, offsets []uint64, align uint64, err error)
 	return b, offsets, align, nil
 }
 
+// appendArrayHeader appends what precedes an array's elements: their
+// type and their count.
+func appendArrayHeader(b []byte, elem ValueType, n int) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(elem))
+	return binary.LittleEndian.AppendUint64(b, uint64(n))
+}
+
+// appendArray appends an array of elem values: its header, then each
+// element as put encodes it.
+func appendArray[T any](b []byte, elem ValueType, x []T, put func([]byte, T) []byte) []byte {
+	b = appendArrayHeader(b, elem, len(x))
+	for _, e := range x {
+		b = put(b, e)
+	}
+	return b
+}
+
+// The little-endian encoders of the scalar types the binary package does
+// not append directly, shared by scalars and arrays.
+func appendInt8(b []byte, x int8) []byte       { return append(b, byte(x)) }
+func appendInt16(b []byte, x int16) []byte     { return binary.LittleEndian.AppendUint16(b, uint16(x)) }
+func appendInt32(b []byte, x int32) []byte     { return binary.LittleEndian.AppendUint32(b, uint32(x)) }
+func appendInt64(b []byte, x int64) []byte     { return binary.LittleEndian.AppendUint64(b, uint64(x)) }
+func appendFloat32(b []byte, x float32) []byte { return appendUint32(b, math.Float32bits(x)) }
+func appendFloat64(b []byte, x float64) []byte { return appendUint64(b, math.Float64bits(x)) }
+func appendUint8(b []byte, x uint8) []byte     { return append(b, x) }
+func appendUint16(b []byte, x uint16) []byte   { return binary.LittleEndian.AppendUint16(b, x) }
+func appendUint32(b []byte, x uint32) []byte   { return binary.LittleEndian.AppendUint32(b, x) }
+func appendUint64(b []byte, x uint64) []byte   { return binary.LittleEndian.AppendUint64(b, x) }
+
+func appendBool(b []byte, x bool) []byte {
+	if x {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
 	return append(b, s...)
@@ -170,107 +207,62 @@ func appendString(b []byte, s string) []byte {
 // appendValue appends the encoding of v (without its type); depth counts
 // enclosing arrays.
 func appendValue(b []byte, v any, depth int) ([]byte, error) {
-	le := binary.LittleEndian
-	bit := func(x bool) byte {
-		if x {
-			return 1
-		}
-		return 0
-	}
-	arr := func(elem ValueType, n int) []byte {
-		b = le.AppendUint32(b, uint32(elem))
-		return le.AppendUint64(b, uint64(n))
-	}
 	switch x := v.(type) {
 	case uint8:
-		return append(b, x), nil
+		return appendUint8(b, x), nil
 	case int8:
-		return append(b, byte(x)), nil
+		return appendInt8(b, x), nil
 	case uint16:
-		return le.AppendUint16(b, x), nil
+		return appendUint16(b, x), nil
 	case int16:
-		return le.AppendUint16(b, uint16(x)), nil
+		return appendInt16(b, x), nil
 	case uint32:
-		return le.AppendUint32(b, x), nil
+		return appendUint32(b, x), nil
 	case int32:
-		return le.AppendUint32(b, uint32(x)), nil
+		return appendInt32(b, x), nil
 	case float32:
-		return le.AppendUint32(b, math.Float32bits(x)), nil
+		return appendFloat32(b, x), nil
 	case bool:
-		return append(b, bit(x)), nil
+		return appendBool(b, x), nil
 	case string:
 		return appendString(b, x), nil
 	case uint64:
-		return le.AppendUint64(b, x), nil
+		return appendUint64(b, x), nil
 	case int64:
-		return le.AppendUint64(b, uint64(x)), nil
+		return appendInt64(b, x), nil
 	case float64:
-		return le.AppendUint64(b, math.Float64bits(x)), nil
+		return appendFloat64(b, x), nil
 	}
 	if depth+1 > MaxArrayDepth {
 		return nil, fmt.Errorf("arrays nested deeper than %d", MaxArrayDepth)
 	}
 	switch x := v.(type) {
 	case []uint8:
-		b = arr(TypeUint8, len(x))
-		return append(b, x...), nil
+		return append(appendArrayHeader(b, TypeUint8, len(x)), x...), nil
 	case []int8:
-		b = arr(TypeInt8, len(x))
-		for _, e := range x {
-			b = append(b, byte(e))
-		}
+		return appendArray(b, TypeInt8, x, appendInt8), nil
 	case []bool:
-		b = arr(TypeBool, len(x))
-		for _, e := range x {
-			b = append(b, bit(e))
-		}
+		return appendArray(b, TypeBool, x, appendBool), nil
 	case []uint16:
-		b = arr(TypeUint16, len(x))
-		for _, e := range x {
-			b = le.AppendUint16(b, e)
-		}
+		return appendArray(b, TypeUint16, x, appendUint16), nil
 	case []int16:
-		b = arr(TypeInt16, len(x))
-		for _, e := range x {
-			b = le.AppendUint16(b, uint16(e))
-		}
+		return appendArray(b, TypeInt16, x, appendInt16), nil
 	case []uint32:
-		b = arr(TypeUint32, len(x))
-		for _, e := range x {
-			b = le.AppendUint32(b, e)
-		}
+		return appendArray(b, TypeUint32, x, appendUint32), nil
 	case []int32:
-		b = arr(TypeInt32, len(x))
-		for _, e := range x {
-			b = le.AppendUint32(b, uint32(e))
-		}
+		return appendArray(b, TypeInt32, x, appendInt32), nil
 	case []float32:
-		b = arr(TypeFloat32, len(x))
-		for _, e := range x {
-			b = le.AppendUint32(b, math.Float32bits(e))
-		}
+		return appendArray(b, TypeFloat32, x, appendFloat32), nil
 	case []uint64:
-		b = arr(TypeUint64, len(x))
-		for _, e := range x {
-			b = le.AppendUint64(b, e)
-		}
+		return appendArray(b, TypeUint64, x, appendUint64), nil
 	case []int64:
-		b = arr(TypeInt64, len(x))
-		for _, e := range x {
-			b = le.AppendUint64(b, uint64(e))
-		}
+		return appendArray(b, TypeInt64, x, appendInt64), nil
 	case []float64:
-		b = arr(TypeFloat64, len(x))
-		for _, e := range x {
-			b = le.AppendUint64(b, math.Float64bits(e))
-		}
+		return appendArray(b, TypeFloat64, x, appendFloat64), nil
 	case []string:
-		b = arr(TypeString, len(x))
-		for _, e := range x {
-			b = appendString(b, e)
-		}
+		return appendArray(b, TypeString, x, appendString), nil
 	case []any:
-		b = arr(TypeArray, len(x))
+		b = appendArrayHeader(b, TypeArray, len(x))
 		for i, e := range x {
 			if t, _, err := TypeOf(e); err != nil || t != TypeArray {
 				return nil, fmt.Errorf("element %d of an array of arrays is %T, not an array", i, e)
@@ -280,8 +272,7 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 				return nil, err
 			}
 		}
-	default:
-		return nil, fmt.Errorf("no GGUF type for Go type %T", v)
+		return b, nil
 	}
-	return b, nil
+	return nil, fmt.Errorf("no GGUF type for Go type %T", v)
 }

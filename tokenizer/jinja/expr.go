@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -152,27 +153,11 @@ func (p *parser) expr() (node, error) {
 }
 
 func (p *parser) or() (node, error) {
-	a, err := p.and()
-	for err == nil && p.isName("or") {
-		p.next()
-		var b node
-		if b, err = p.and(); err == nil {
-			a = logicNode{"or", a, b}
-		}
-	}
-	return a, err
+	return p.chain('n', []string{"or"}, p.and, logic)
 }
 
 func (p *parser) and() (node, error) {
-	a, err := p.not()
-	for err == nil && p.isName("and") {
-		p.next()
-		var b node
-		if b, err = p.not(); err == nil {
-			a = logicNode{"and", a, b}
-		}
-	}
-	return a, err
+	return p.chain('n', []string{"and"}, p.not, logic)
 }
 
 func (p *parser) not() (node, error) {
@@ -233,40 +218,38 @@ func (p *parser) compare() (node, error) {
 }
 
 func (p *parser) concat() (node, error) {
-	a, err := p.sum()
-	for err == nil && p.isOp("~") {
-		p.next()
-		var b node
-		if b, err = p.sum(); err == nil {
-			a = binNode{"~", a, b}
-		}
-	}
-	return a, err
+	return p.chain('o', []string{"~"}, p.sum, binary)
 }
 
 func (p *parser) sum() (node, error) {
-	a, err := p.product()
-	for err == nil && (p.isOp("+") || p.isOp("-")) {
-		op := p.next().s
+	return p.chain('o', []string{"+", "-"}, p.product, binary)
+}
+
+func (p *parser) product() (node, error) {
+	return p.chain('o', []string{"*", "/", "%", "//"}, p.unary, binary)
+}
+
+// chain parses a left-associative run of operands joined by the operator
+// tokens of kind in ops (a name such as "or", or a symbol such as "+");
+// join builds the node of each operator. The first error ends it.
+func (p *parser) chain(kind byte, ops []string, operand func() (node, error), join func(op string, a, b node) node) (node, error) {
+	a, err := operand()
+	for err == nil {
+		t := p.peek()
+		if t.kind != kind || !slices.Contains(ops, t.s) {
+			break
+		}
+		p.next()
 		var b node
-		if b, err = p.product(); err == nil {
-			a = binNode{op, a, b}
+		if b, err = operand(); err == nil {
+			a = join(t.s, a, b)
 		}
 	}
 	return a, err
 }
 
-func (p *parser) product() (node, error) {
-	a, err := p.unary()
-	for err == nil && (p.isOp("*") || p.isOp("/") || p.isOp("%") || p.isOp("//")) {
-		op := p.next().s
-		var b node
-		if b, err = p.unary(); err == nil {
-			a = binNode{op, a, b}
-		}
-	}
-	return a, err
-}
+func logic(op string, a, b node) node  { return logicNode{op, a, b} }
+func binary(op string, a, b node) node { return binNode{op, a, b} }
 
 func (p *parser) unary() (node, error) {
 	if p.isOp("-") {
