@@ -153,7 +153,9 @@ func (c *Conn) Apply(ev *schema.Event) error {
 	}
 	t.lastEvent.Store(c.now)
 	if ev.Kind == schema.KindRequest {
-		t.applyRequest(&ev.RequestBody)
+		if err := t.applyRequest(&ev.RequestBody); err != nil {
+			return err
+		}
 		t.a.self.events[kindRequest].c.Inc()
 		return nil
 	}

@@ -77,7 +77,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 		}
 		v := t.retInts[i]
 		for _, ob := range t.order {
-			v += ob.ints[i]
+			v = satAdd(v, ob.ints[i])
 		}
 		s.c.Set(uint64(v))
 	}
@@ -164,4 +164,14 @@ func intName(i int) string {
 
 func floatName(i int) string {
 	return fmt.Sprintf("%s sum{batch_size=%d}", batchFields[i/schema.MaxBatch], i%schema.MaxBatch+1)
+}
+
+// satAdd adds two non-negative counts, stopping at maxCounter rather than
+// wrapping (each is at most schema.MaxCumulative, so only the folded totals
+// of thousands of boots could get there).
+func satAdd(a, b int64) int64 {
+	if a > maxCounter-b {
+		return maxCounter
+	}
+	return a + b
 }

@@ -56,7 +56,7 @@ func (t *target) foldDeadBoots() {
 			}
 		}
 		for i := range oldest.ints {
-			t.retInts[i] += oldest.ints[i]
+			t.retInts[i] = satAdd(t.retInts[i], oldest.ints[i])
 		}
 		for i := range oldest.flts {
 			t.retFlts[i] += oldest.flts[i]
