@@ -64,19 +64,23 @@ const (
 
 // Decode error reasons (the reason attribute of the sidecar's decode errors).
 const (
-	ReasonMalformed          = "malformed_json"      // not JSON, or a field of the wrong type
-	ReasonUnsupportedVersion = "unsupported_version" // v is not a version this build reads (closes the connection)
-	ReasonUnknownKind        = "unknown_kind"        // kind is not hello, request or engine
-	ReasonInvalidField       = "invalid_field"       // a field is missing or out of range
-	ReasonLineTooLong        = "line_too_long"       // a line exceeded the limit (closes the connection)
-	ReasonNoHello            = "no_hello"            // an event arrived before the connection's hello
-	ReasonStaleSeq           = "stale_seq"           // seq is not after the last one seen for the boot (duplicate or replay); skipped
+	ReasonMalformed          = "malformed_json"       // not JSON, or a field of the wrong type
+	ReasonUnsupportedVersion = "unsupported_version"  // v is not a version this build reads (closes the connection)
+	ReasonUnknownKind        = "unknown_kind"         // kind is not hello, request or engine
+	ReasonInvalidField       = "invalid_field"        // a field is missing or out of range
+	ReasonLineTooLong        = "line_too_long"        // a line exceeded the limit (closes the connection)
+	ReasonNoHello            = "no_hello"             // an event arrived before the connection's hello
+	ReasonStaleSeq           = "stale_seq"            // seq is not after the last one seen on the connection (duplicate or replay); skipped
+	ReasonBootInUse          = "boot_in_use"          // a hello claimed a boot id another connection holds (closes the connection)
+	ReasonTooManyTargets     = "too_many_targets"     // a hello would pass the sidecar's cap on targets (closes the connection)
+	ReasonTooManyConnections = "too_many_connections" // a connection past the sidecar's cap (closed before reading)
 )
 
 // DecodeReasons is the closed set of decode error reasons.
 var DecodeReasons = []string{
 	ReasonMalformed, ReasonUnsupportedVersion, ReasonUnknownKind,
 	ReasonInvalidField, ReasonLineTooLong, ReasonNoHello, ReasonStaleSeq,
+	ReasonBootInUse, ReasonTooManyTargets, ReasonTooManyConnections,
 }
 
 // DefaultSocketPath is the unix socket the daemon writes events to and the

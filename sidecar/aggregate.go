@@ -83,6 +83,10 @@ type Conn struct {
 	// now is the time events are stamped with (the last event age): the
 	// caller sets it once per read from the socket, not per event.
 	now int64
+	// lastSeq is the last sequence number applied on this connection: the
+	// baseline belongs to the connection, so a forged connection cannot
+	// make a real one's events stale.
+	lastSeq uint64
 }
 
 // SetNow sets the time that the following events were received.
@@ -148,7 +152,7 @@ func (c *Conn) Apply(ev *schema.Event) error {
 	t := b.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.sequence(b, ev.Seq); err != nil {
+	if err := c.sequence(ev.Seq); err != nil {
 		return err
 	}
 	t.lastEvent.Store(c.now)
@@ -184,8 +188,8 @@ func (c *Conn) Skip(ev *schema.Event) {
 		return
 	}
 	b.t.mu.Lock()
-	if b.lastSeq != 0 && ev.Seq == b.lastSeq+1 {
-		b.lastSeq = ev.Seq
+	if c.lastSeq != 0 && ev.Seq == c.lastSeq+1 {
+		c.lastSeq, b.lastSeq = ev.Seq, ev.Seq
 	}
 	b.t.mu.Unlock()
 }
@@ -196,6 +200,10 @@ func (c *Conn) hello(ev *schema.Event) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := a.boots[ev.Boot]
+	if b != nil && c.boot != b && b.conns > 0 {
+		return &schema.DecodeError{Reason: schema.ReasonBootInUse,
+			Msg: fmt.Sprintf("boot %q is already connected; a second connection cannot claim it", ev.Boot)}
+	}
 	if b != nil && b.t.key != key {
 		return invalidField("boot %q said hello before as model %q engine %q, now as model %q engine %q",
 			ev.Boot, b.t.key.model, b.t.key.engine, ev.Model, ev.Engine)
@@ -225,13 +233,14 @@ func (c *Conn) hello(ev *schema.Event) error {
 	b.lastHello = a.stamp.Add(1)
 	if c.boot != b {
 		c.boot = b
+		c.lastSeq = 0
 		b.conns++
 		t.connected++
 	}
 	t.lastEvent.Store(now.UnixNano())
 	t.refreshInfo()
 	t.refreshGauges()
-	if err := t.sequence(b, ev.Seq); err != nil {
+	if err := c.sequence(ev.Seq); err != nil {
 		return err
 	}
 	a.self.events[kindHello].c.Inc()

@@ -175,3 +175,13 @@ func satAdd(a, b int64) int64 {
 	}
 	return a + b
 }
+
+// addSat adds n to a counter, stopping at maxCounter rather than wrapping
+// (a gap in a forged sequence can be as large as 2^64).
+func (s *counterSeries) addSat(n uint64) {
+	if v := s.c.Get(); v > maxCounter || n > maxCounter-v {
+		s.c.Set(maxCounter)
+		return
+	}
+	s.c.Add(int(n))
+}

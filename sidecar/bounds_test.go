@@ -83,3 +83,57 @@ func TestSatAdd(t *testing.T) {
 	f(math.MaxInt64, math.MaxInt64, math.MaxInt64)
 	f(1<<53, 1<<53, 1<<54)
 }
+
+// TestHijack reproduces finding 3: a forged hello with a live daemon's boot
+// id and seq 2^64−1 made every real event stale_seq until the sidecar
+// restarted. Now a boot that is connected cannot be claimed by a second
+// connection (boot_in_use, the connection is closed), and the sequence
+// baseline belongs to the connection: a forger that claims the boot while
+// its daemon is away does not make the daemon's events stale afterwards.
+func TestHijack(t *testing.T) {
+	a := newTestAggregator(false)
+	real := newSim(t, "b00tb00tb00tb00t", "m")
+	r := typicalRequest("", 0).RequestBody
+	rc := open(a)
+	rc.send(t, real.hello())
+	rc.send(t, real.request(r))
+	waitApplied(t, a, kindRequest, 1)
+
+	forged := newSim(t, real.boot, "m")
+	forged.seq = math.MaxUint64 - 1
+	st := feed(t, a, append(forged.hello(), forged.hello()...))
+	if st.Applied != 0 || st.Rejected != 1 || schema.ReasonOf(st.Err) != schema.ReasonBootInUse {
+		t.Fatalf("forged hello while the daemon is connected: %+v, want rejected with boot_in_use and closed", st)
+	}
+	rc.send(t, real.request(r))
+	waitApplied(t, a, kindRequest, 2)
+	if st := rc.close(); st.Applied != 3 || st.Rejected != 0 {
+		t.Fatalf("daemon connection: %+v, want 3 applied", st)
+	}
+
+	// The daemon is away (reconnecting): a forger claims its boot with the
+	// highest seq; when the daemon comes back its events still count.
+	forged.seq = math.MaxUint64 - 2
+	if st := feed(t, a, append(forged.hello(), forged.request(r)...)); st.Applied != 2 {
+		t.Fatalf("forged connection while the daemon is away: %+v", st)
+	}
+	if st := feed(t, a, append(real.hello(), real.request(r)...)); st.Applied != 2 || st.Rejected != 0 {
+		t.Fatalf("daemon back: %+v, want 2 applied", st)
+	}
+	if got := rejected(t, a, schema.ReasonStaleSeq); got != 0 {
+		t.Fatalf("stale_seq = %v, want 0", got)
+	}
+	if got := rejected(t, a, schema.ReasonBootInUse); got != 1 {
+		t.Fatalf("boot_in_use = %v, want 1", got)
+	}
+	p := parseExposition(t, exposition(a))
+	model := map[string]string{"gen_ai_request_model": "m", "engine": "picometer"}
+	if got := p[seriesKey("picometer_sidecar_events_lost_total", model)]; got != 0 {
+		t.Fatalf("events lost = %v, want 0", got)
+	}
+	// 3 of the daemon's requests and the forger's one (a same-uid forger can
+	// add events; SO_PEERCRED keeps other uids out, see TestPeerCredentials).
+	if got := genTokens(t, a, "m"); got != 4*float64(r.CompletionTokens) {
+		t.Fatalf("generation tokens = %v, want %v", got, 4*r.CompletionTokens)
+	}
+}

@@ -54,8 +54,16 @@
 // Gauges (running, waiting, slots: summed; KV-cache usage: a single boot's
 // value, else used over total blocks) and engine_info follow the connected
 // boots, or the last reporting one when none is connected. Sequence gaps
-// count as lost events; a repeated or older seq is stale_seq; the first event
-// the sidecar sees of a boot sets the baseline. When a target's last
+// count as lost events; a repeated or older seq on a connection is
+// stale_seq; the first event the sidecar sees of a boot sets the baseline.
+// The baseline belongs to the connection: a connection's first event is
+// compared with the boot's last one only to count a gap, so a connection
+// that claimed a boot with seq 2^64−1 cannot make another connection's
+// events stale. A boot that is connected cannot be claimed by a second
+// connection (boot_in_use, the connection is closed). Values are
+// range-checked by schema (token counts, durations, cumulative counts) and
+// an event that would take a counter past 2^63−1 is rejected whole
+// (invalid_field): counters never wrap. When a target's last
 // connection closes, its series stay until expire_after, then disappear
 // from both outputs.
 //

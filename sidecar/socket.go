@@ -232,5 +232,9 @@ func (lr *lineReader) fill() {
 // closesConnection reports whether a line rejected for reason ends its
 // connection: the rest of an unversioned or unframed stream cannot be trusted.
 func closesConnection(reason string) bool {
-	return reason == schema.ReasonUnsupportedVersion || reason == schema.ReasonLineTooLong
+	switch reason {
+	case schema.ReasonUnsupportedVersion, schema.ReasonLineTooLong, schema.ReasonBootInUse, schema.ReasonTooManyTargets:
+		return true
+	}
+	return false
 }
