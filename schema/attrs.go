@@ -74,13 +74,14 @@ const (
 	ReasonBootInUse          = "boot_in_use"          // a hello claimed a boot id another connection holds (closes the connection)
 	ReasonTooManyTargets     = "too_many_targets"     // a hello would pass the sidecar's cap on targets (closes the connection)
 	ReasonTooManyConnections = "too_many_connections" // a connection past the sidecar's cap (closed before reading)
+	ReasonBufferFull         = "buffer_full"          // a partial line needs more buffer than the connections' shared budget leaves (closes the connection)
 )
 
 // DecodeReasons is the closed set of decode error reasons.
 var DecodeReasons = []string{
 	ReasonMalformed, ReasonUnsupportedVersion, ReasonUnknownKind,
 	ReasonInvalidField, ReasonLineTooLong, ReasonNoHello, ReasonStaleSeq,
-	ReasonBootInUse, ReasonTooManyTargets, ReasonTooManyConnections,
+	ReasonBootInUse, ReasonTooManyTargets, ReasonTooManyConnections, ReasonBufferFull,
 }
 
 // DefaultSocketPath is the unix socket the daemon writes events to and the

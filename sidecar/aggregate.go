@@ -32,6 +32,8 @@ type Aggregator struct {
 	now         func() time.Time
 	shadow      bool
 	expireAfter time.Duration
+	maxTargets  int
+	buffers     *budget // shared by the connections' line buffers (nil: unbounded)
 	log         *slog.Logger
 	self        *selfMetrics
 
@@ -53,6 +55,13 @@ type AggregatorOptions struct {
 	// ExpireAfter is how long a target's series outlive its last connection
 	// (0: DefaultConfig's).
 	ExpireAfter time.Duration
+	// MaxTargets caps the targets (0: DefaultConfig's); a hello past it is
+	// refused (too_many_targets).
+	MaxTargets int
+	// MaxBufferedBytes bounds how much the connections' line buffers may
+	// grow, together, beyond their initial 64 KiB each (0: unbounded); a
+	// connection whose partial line needs more is closed (buffer_full).
+	MaxBufferedBytes int64
 	// Logger (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -60,7 +69,7 @@ type AggregatorOptions struct {
 // NewAggregator returns an aggregator with no targets and its self-metrics
 // registered.
 func NewAggregator(opt AggregatorOptions) *Aggregator {
-	a := &Aggregator{reg: newRegistry(), now: opt.Now, shadow: opt.OTLP, expireAfter: opt.ExpireAfter,
+	a := &Aggregator{reg: newRegistry(), now: opt.Now, shadow: opt.OTLP, expireAfter: opt.ExpireAfter, maxTargets: opt.MaxTargets,
 		log: opt.Logger, targets: map[targetKey]*target{}, boots: map[string]*boot{}}
 	if a.now == nil {
 		a.now = time.Now
@@ -70,6 +79,12 @@ func NewAggregator(opt AggregatorOptions) *Aggregator {
 	}
 	if a.log == nil {
 		a.log = slog.Default()
+	}
+	if opt.MaxBufferedBytes > 0 {
+		a.buffers = newBudget(opt.MaxBufferedBytes)
+	}
+	if a.maxTargets <= 0 {
+		a.maxTargets = DefaultConfig().MaxTargets
 	}
 	a.self = newSelfMetrics(a.reg, a.now)
 	return a
@@ -208,13 +223,17 @@ func (c *Conn) hello(ev *schema.Event) error {
 		return invalidField("boot %q said hello before as model %q engine %q, now as model %q engine %q",
 			ev.Boot, b.t.key.model, b.t.key.engine, ev.Model, ev.Engine)
 	}
+	t := a.targets[key]
+	if t == nil && len(a.targets) >= a.maxTargets {
+		return &schema.DecodeError{Reason: schema.ReasonTooManyTargets,
+			Msg: fmt.Sprintf("hello of model %q engine %q: the sidecar has %d targets, its max_targets", ev.Model, ev.Engine, a.maxTargets)}
+	}
 	if c.boot != nil && c.boot != b {
 		old := c.boot.t
 		old.mu.Lock()
 		c.unbindLocked()
 		old.mu.Unlock()
 	}
-	t := a.targets[key]
 	if t == nil {
 		key = targetKey{strings.Clone(ev.Model), strings.Clone(ev.Engine)}
 		t = a.newTarget(key)

@@ -88,7 +88,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 		b.flts[i] = nf[i]
 		s := t.floats[i]
 		if s == nil {
-			s = t.add(t.a.reg.newFloatCounter(schema.IDBatchTime, t.a.now(), t.labels(batchLabels(i)...)...)).(*floatCounterSeries)
+			s = t.add(t.own.newFloatCounter(schema.IDBatchTime, t.a.now(), t.labels(batchLabels(i)...)...)).(*floatCounterSeries)
 			t.floats[i] = s
 		}
 		v := t.retFlts[i]

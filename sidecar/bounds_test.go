@@ -1,8 +1,16 @@
 package sidecar
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"math"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/picometer/picometer/schema"
 )
@@ -136,4 +144,179 @@ func TestHijack(t *testing.T) {
 	if got := genTokens(t, a, "m"); got != 4*float64(r.CompletionTokens) {
 		t.Fatalf("generation tokens = %v, want %v", got, 4*r.CompletionTokens)
 	}
+}
+
+func capAggregator(maxTargets int, maxBuffered int64) (*Aggregator, *fakeClock) {
+	c := newFakeClock(testNow)
+	return NewAggregator(AggregatorOptions{Now: c.now, ExpireAfter: 5 * time.Minute, MaxTargets: maxTargets,
+		MaxBufferedBytes: maxBuffered, Logger: discardLogger()}), c
+}
+
+// helloFlood says hello as n daemons of n distinct models, one connection
+// each (a connection that is refused closes, so each needs its own).
+func helloFlood(t *testing.T, a *Aggregator, n int) {
+	t.Helper()
+	for i := range n {
+		s := newSim(t, fmt.Sprintf("%016x", i+1), fmt.Sprintf("flood-model-%05d-%s", i, strings.Repeat("x", 180)))
+		feed(t, a, s.hello())
+	}
+}
+
+// minDuration is the fastest of n runs of f (a loaded machine adds noise).
+func minDuration(n int, f func()) time.Duration {
+	best := time.Duration(math.MaxInt64)
+	for range n {
+		start := time.Now()
+		f()
+		best = min(best, time.Since(start))
+	}
+	return best
+}
+
+// TestTargetCap reproduces finding 2 (hellos for 10,000 model names took
+// the sidecar to 633 MiB and a 40 s scrape): past max_targets a hello is
+// refused (too_many_targets), so the series, the heap and the scrape stay
+// those of max_targets targets.
+func TestTargetCap(t *testing.T) {
+	a, _ := capAggregator(64, 0)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	helloFlood(t, a, 10_000)
+	if got := a.Targets(); got != 64 {
+		t.Fatalf("targets = %d, want 64", got)
+	}
+	if got := rejected(t, a, schema.ReasonTooManyTargets); got != 10_000-64 {
+		t.Fatalf("too_many_targets = %v, want %d", got, 10_000-64)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / (1 << 20)
+	var buf bytes.Buffer
+	scrape := minDuration(5, func() { buf.Reset(); a.reg.WritePrometheus(&buf) })
+	t.Logf("10,000 hellos: 64 targets, heap +%.1f MiB, /metrics %d bytes in %v", grew, buf.Len(), scrape)
+	if grew > 48 {
+		t.Errorf("heap grew by %.1f MiB, want < 48", grew)
+	}
+	if scrape > 100*time.Millisecond {
+		t.Errorf("scrape took %v, want < 100ms", scrape)
+	}
+}
+
+// TestExpireThousandTargets: expiry was O(N²) in the series (7 targets/s);
+// 1,000 targets now expire in well under a second, and a scrape or a hello
+// is not held up by the pass.
+func TestExpireThousandTargets(t *testing.T) {
+	a, clock := capAggregator(1000, 0)
+	helloFlood(t, a, 1000)
+	if got := a.Targets(); got != 1000 {
+		t.Fatalf("targets = %d, want 1000", got)
+	}
+	clock.advance(6 * time.Minute)
+	start := time.Now()
+	n := a.Expire(clock.now())
+	took := time.Since(start)
+	t.Logf("expired %d targets in %v", n, took)
+	if n != 1000 || a.Targets() != 0 {
+		t.Fatalf("expired %d, %d left; want 1000, 0", n, a.Targets())
+	}
+	if took > time.Second {
+		t.Errorf("expiry of 1,000 targets took %v, want < 1s", took)
+	}
+	if text := exposition(a); strings.Contains(text, "flood-model") {
+		t.Fatalf("expired series still exported")
+	}
+	for _, fam := range a.reg.fams {
+		if fam.index != a.reg.byID[schema.IDSidecarEvents].index && fam.n.Load() != 0 &&
+			!strings.HasPrefix(fam.name, "picometer_sidecar_") {
+			t.Errorf("family %s still counts %d series", fam.name, fam.n.Load())
+		}
+	}
+	// A new hello after expiry gets a fresh target.
+	helloFlood(t, a, 1)
+	if a.Targets() != 1 {
+		t.Fatalf("targets = %d after a new hello, want 1", a.Targets())
+	}
+}
+
+// TestBufferBudget reproduces finding 5 (200 connections each holding a
+// 1 MiB partial line took RSS to 219 MiB): the buffers grow only from a
+// shared budget; a connection whose partial line needs more is closed
+// (buffer_full), and a closed connection gives its bytes back.
+func TestBufferBudget(t *testing.T) {
+	const budgetBytes = 4 << 20
+	a, _ := capAggregator(0, budgetBytes)
+	const conns = 40
+	ocs := make([]*openConn, conns)
+	partial := append([]byte(`{"v":1,"kind":"hello","boot":"`), bytes.Repeat([]byte("x"), 1<<20-64)...)
+	var wg sync.WaitGroup
+	for i := range ocs {
+		ocs[i] = open(a)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ocs[i].client.Write(partial) // fails once the sidecar closed it
+		}()
+	}
+	waitFor(t, func() bool {
+		return rejected(t, a, schema.ReasonBufferFull) >= conns-budgetBytes/(1<<20)
+	})
+	if left := a.buffers.left.Load(); left < 0 || left > budgetBytes {
+		t.Fatalf("budget left %d, want in 0..%d", left, budgetBytes)
+	}
+	for _, oc := range ocs {
+		oc.close()
+	}
+	wg.Wait()
+	if left := a.buffers.left.Load(); left != budgetBytes {
+		t.Fatalf("budget left %d after every connection closed, want %d", left, budgetBytes)
+	}
+	got := rejected(t, a, schema.ReasonBufferFull)
+	t.Logf("%d connections with 1 MiB partial lines, budget 4 MiB: %v closed (buffer_full)", conns, got)
+	if got < conns-budgetBytes/(1<<20) || got > conns {
+		t.Fatalf("buffer_full = %v, want %d..%d", got, conns-budgetBytes/(1<<20), conns)
+	}
+}
+
+// TestConnectionCap: past max_connections a connection is closed at once
+// and counted (too_many_connections); the others are served.
+func TestConnectionCap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConnections = 4
+	s, _ := startSidecar(t, cfg, nil)
+	var cs []net.Conn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for range 4 {
+		c, err := net.Dial("unix", s.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	waitFor(t, func() bool { return s.Agg.self.connections.g.Get() == 4 })
+	for range 10 {
+		c, err := net.Dial("unix", s.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("read on a connection past the cap: %v, want EOF (closed)", err)
+		}
+		c.Close()
+	}
+	if got := rejected(t, s.Agg, schema.ReasonTooManyConnections); got != 10 {
+		t.Fatalf("too_many_connections = %v, want 10", got)
+	}
+	// The connections within the cap still work.
+	sm := newSim(t, "c0c0c0c0c0c0c0c0", "capped")
+	if _, err := cs[0].Write(sm.hello()); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, s.Agg, kindHello, 1)
 }

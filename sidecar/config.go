@@ -34,6 +34,23 @@ type Config struct {
 	// a longer line closes its connection (reason line_too_long).
 	// Default 1048576 (1 MiB).
 	MaxLineBytes int `toml:"max_line_bytes"`
+	// MaxTargets caps the targets (model and engine pairs) with series: a
+	// hello that would add one more is refused, counted under
+	// too_many_targets, and its connection closed. Default 64 (sized for
+	// the daemons of one node).
+	MaxTargets int `toml:"max_targets"`
+	// MaxConnections caps the open daemon connections: one more is closed
+	// at once and counted under too_many_connections. Each connection
+	// buffers 64 KiB, and more only from max_buffered_bytes, so the socket's
+	// buffers never hold more than max_connections × 64 KiB +
+	// max_buffered_bytes. Default 64.
+	MaxConnections int `toml:"max_connections"`
+	// MaxBufferedBytes bounds how much the connections' line buffers may
+	// grow, together, beyond their initial 64 KiB each, while they hold
+	// long partial lines: a connection whose line needs more is closed and
+	// counted under buffer_full. At least max_line_bytes. Default 16777216
+	// (16 MiB).
+	MaxBufferedBytes int `toml:"max_buffered_bytes"`
 	// ExpireAfter is how long the series of a daemon (model and engine) stay
 	// exported after its last connection closed; then they are removed.
 	// Default "5m".
@@ -81,20 +98,26 @@ type OTLPConfig struct {
 // DefaultConfig returns the configuration used when no file is given.
 func DefaultConfig() Config {
 	return Config{
-		Socket:         schema.DefaultSocketPath,
-		SocketMode:     "0660",
-		Listen:         "127.0.0.1:9464",
-		MaxLineBytes:   1 << 20,
-		ExpireAfter:    5 * time.Minute,
-		LogLevel:       "info",
-		MemoryLimitMiB: 8,
+		Socket:           schema.DefaultSocketPath,
+		SocketMode:       "0660",
+		Listen:           "127.0.0.1:9464",
+		MaxLineBytes:     1 << 20,
+		MaxTargets:       64,
+		MaxConnections:   64,
+		MaxBufferedBytes: 16 << 20,
+		ExpireAfter:      5 * time.Minute,
+		LogLevel:         "info",
+		MemoryLimitMiB:   8,
 	}
 }
 
 // Limits of Validate.
 const (
-	minLineBytes = 4 << 10  // a hello or a request event must fit
-	maxLineBytes = 64 << 20 // the per-connection buffer grows up to this
+	minLineBytes     = 4 << 10  // a hello or a request event must fit
+	maxLineBytes     = 64 << 20 // the per-connection buffer grows up to this
+	maxTargets       = 100_000
+	maxConnections   = 65_536
+	maxBufferedBytes = 1 << 30
 )
 
 // LoadConfig reads a TOML file over the defaults, strictly (config.Load):
@@ -119,6 +142,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLineBytes < minLineBytes || c.MaxLineBytes > maxLineBytes {
 		return fmt.Errorf("max_line_bytes: %d not in %d..%d", c.MaxLineBytes, minLineBytes, maxLineBytes)
+	}
+	if c.MaxTargets < 1 || c.MaxTargets > maxTargets {
+		return fmt.Errorf("max_targets: %d not in 1..%d", c.MaxTargets, maxTargets)
+	}
+	if c.MaxConnections < 1 || c.MaxConnections > maxConnections {
+		return fmt.Errorf("max_connections: %d not in 1..%d", c.MaxConnections, maxConnections)
+	}
+	if c.MaxBufferedBytes < c.MaxLineBytes || c.MaxBufferedBytes > maxBufferedBytes {
+		return fmt.Errorf("max_buffered_bytes: %d not in max_line_bytes (%d)..%d", c.MaxBufferedBytes, c.MaxLineBytes, maxBufferedBytes)
 	}
 	if c.ExpireAfter <= 0 {
 		return fmt.Errorf("expire_after: must be positive, got %q", c.ExpireAfter.String())

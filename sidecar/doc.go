@@ -20,6 +20,25 @@
 // engine configuration). A rejected line is counted in
 // picometer_sidecar_decode_errors_total by its reason and skipped;
 // unsupported_version and line_too_long also close the connection.
+//
+// # Bounds
+//
+// Nothing a producer sends can grow the sidecar without bound (issue 13).
+// max_targets (64) caps the (model, engine) targets: a hello that would add
+// one more is refused (too_many_targets, the connection is closed); label
+// values are at most schema.MaxLabelBytes and label sets are schema's
+// closed ones. max_connections (64) caps the connections: one more is
+// closed at once (too_many_connections). A connection's line buffer starts
+// at 64 KiB and grows, up to max_line_bytes+1, only from a budget all
+// connections share (max_buffered_bytes, 16 MiB): a partial line that needs
+// more closes its connection (buffer_full). Series belong to their target
+// in the registry (a metrics.Set per target and family), so expiry drops a
+// target's series at once, and the global lock is taken per target, never
+// across the pass: 1,000 targets expire in milliseconds.
+// A hello that claims a boot another connection holds waits up to
+// BootInUseWait (1 s) for that connection to end (a reconnecting daemon may
+// say hello before the sidecar has read the end of its old connection),
+// then is refused (boot_in_use).
 // Out-of-set label values are rejected (invalid_field), never new series.
 // Request lines in the form daemons write them take schema.Decoder's fast
 // path, which yields the same event as schema.Decode (a differential fuzz

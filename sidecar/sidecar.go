@@ -57,7 +57,8 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 		return nil, err
 	}
 	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
-	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter, Logger: opt.Logger})
+	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter,
+		MaxTargets: cfg.MaxTargets, MaxBufferedBytes: int64(cfg.MaxBufferedBytes), Logger: opt.Logger})
 	s.hist = newHistory(s.Agg)
 	if o.Enabled {
 		exp, err := NewExporter(ctx, o)
@@ -137,7 +138,7 @@ func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
 	go func() { httpErr <- srv.Serve(web) }()
 	sockDone := make(chan struct{})
 	go func() {
-		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.log)
+		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.cfg.MaxConnections, s.log)
 		close(sockDone)
 	}()
 	tick := time.NewTicker(min(max(s.cfg.ExpireAfter/4, time.Second), time.Minute))

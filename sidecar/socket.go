@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/picometer/picometer/schema"
@@ -46,8 +47,10 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 }
 
 // serveSocket accepts connections until ln is closed, each served on its
-// own goroutine; it returns when ln is closed and every connection ended.
-func serveSocket(ln net.Listener, a *Aggregator, maxLine int, log *slog.Logger) {
+// own goroutine, at most maxConns at once: one more is closed at once and
+// counted (too_many_connections). It returns when ln is closed and every
+// connection ended.
+func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, log *slog.Logger) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
@@ -62,8 +65,17 @@ func serveSocket(ln net.Listener, a *Aggregator, maxLine int, log *slog.Logger) 
 			continue
 		}
 		mu.Lock()
-		open[nc] = true
+		full := len(open) >= maxConns
+		if !full {
+			open[nc] = true
+		}
 		mu.Unlock()
+		if full {
+			nc.Close()
+			a.self.reject(&schema.DecodeError{Reason: schema.ReasonTooManyConnections})
+			log.Debug("daemon connection refused", "reason", schema.ReasonTooManyConnections, "max_connections", maxConns)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,6 +112,8 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 	c := a.Connect()
 	defer c.Close()
 	lr := newLineReader(r, maxLine)
+	lr.budget = a.buffers
+	defer lr.release()
 	var dec schema.Decoder
 	var ev schema.Event
 	var st ConnStats
@@ -109,6 +123,16 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 		if lr.reads != reads {
 			reads = lr.reads
 			c.SetNow(a.now())
+		}
+		if err == errBufferFull {
+			st.Lines++
+			st.Rejected++
+			de := &schema.DecodeError{Reason: schema.ReasonBufferFull,
+				Msg: fmt.Sprintf("a partial line of %d bytes needs more buffer than the connections' shared max_buffered_bytes leaves; closing the connection", lr.end-lr.start)}
+			c.Reject(de)
+			log.Warn("daemon connection closed", "reason", de.Reason, "err", de.Msg)
+			st.Err = de
+			return st
 		}
 		if err == errLineTooLong {
 			st.Lines++
@@ -130,6 +154,9 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 		err = dec.Decode(line, &ev)
 		if err == nil {
 			err = c.Apply(&ev)
+			if schema.ReasonOf(err) == schema.ReasonBootInUse {
+				err = c.retryHello(&ev, BootInUseWait)
+			}
 		}
 		if err == nil {
 			st.Applied++
@@ -152,7 +179,50 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 	}
 }
 
-var errLineTooLong = errors.New("line too long")
+var (
+	errLineTooLong = errors.New("line too long")
+	errBufferFull  = errors.New("buffer budget exhausted")
+)
+
+// budget is the bytes the connections' line buffers may grow by, together,
+// beyond their initial lineBufSize each.
+type budget struct{ left atomic.Int64 }
+
+func newBudget(n int64) *budget {
+	b := &budget{}
+	b.left.Store(n)
+	return b
+}
+
+// take reserves n bytes, or reports false when fewer are left.
+func (b *budget) take(n int64) bool {
+	if b.left.Add(-n) >= 0 {
+		return true
+	}
+	b.left.Add(n)
+	return false
+}
+
+func (b *budget) give(n int64) { b.left.Add(n) }
+
+// BootInUseWait is how long a hello that claims a connected boot waits for
+// that boot's other connection to end before it is refused (boot_in_use):
+// a daemon that reconnects after its connection broke may say hello before
+// the sidecar has read the end of the old one.
+const BootInUseWait = time.Second
+
+// retryHello applies the hello ev again every 10 ms until it is not refused
+// as boot_in_use or wait has passed.
+func (c *Conn) retryHello(ev *schema.Event, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		err := c.Apply(ev)
+		if schema.ReasonOf(err) != schema.ReasonBootInUse || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
 
 // lineReader splits a stream into lines of at most max bytes (newline
 // excluded). Its buffer starts small and grows to max+1 only while a long
@@ -164,7 +234,19 @@ type lineReader struct {
 	scanned    int // buf[start:scanned] holds no newline
 	max        int
 	err        error
-	reads      int // Read calls so far
+	reads      int     // Read calls so far
+	budget     *budget // growth beyond lineBufSize is taken from it (nil: unbounded)
+}
+
+// grown is the bytes of the buffer beyond its initial size.
+func (lr *lineReader) grown() int64 { return int64(max(len(lr.buf)-lineBufSize, 0)) }
+
+// release gives the grown bytes back to the budget.
+func (lr *lineReader) release() {
+	if lr.budget != nil {
+		lr.budget.give(lr.grown())
+	}
+	lr.buf = nil
 }
 
 const lineBufSize = 64 << 10
@@ -192,6 +274,9 @@ func (lr *lineReader) next() ([]byte, error) {
 		if lr.end-lr.start > lr.max {
 			return nil, errLineTooLong
 		}
+		if lr.err == errBufferFull {
+			return nil, errBufferFull
+		}
 		if lr.err != nil {
 			if lr.start < lr.end {
 				line := lr.buf[lr.start:lr.end]
@@ -211,9 +296,17 @@ func (lr *lineReader) fill() {
 	n := lr.end - lr.start
 	switch {
 	case n == 0 && len(lr.buf) > lineBufSize:
+		if lr.budget != nil {
+			lr.budget.give(lr.grown())
+		}
 		lr.buf = make([]byte, lineBufSize)
 	case n == len(lr.buf):
-		nb := make([]byte, min(2*len(lr.buf), lr.max+1))
+		size := min(2*len(lr.buf), lr.max+1)
+		if lr.budget != nil && !lr.budget.take(int64(max(size-lineBufSize, 0))-lr.grown()) {
+			lr.err = errBufferFull
+			return
+		}
+		nb := make([]byte, size)
 		copy(nb, lr.buf[lr.start:lr.end])
 		lr.buf = nb
 	case lr.start > 0:
@@ -233,7 +326,8 @@ func (lr *lineReader) fill() {
 // connection: the rest of an unversioned or unframed stream cannot be trusted.
 func closesConnection(reason string) bool {
 	switch reason {
-	case schema.ReasonUnsupportedVersion, schema.ReasonLineTooLong, schema.ReasonBootInUse, schema.ReasonTooManyTargets:
+	case schema.ReasonUnsupportedVersion, schema.ReasonLineTooLong, schema.ReasonBootInUse, schema.ReasonTooManyTargets,
+		schema.ReasonBufferFull:
 		return true
 	}
 	return false

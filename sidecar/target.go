@@ -36,6 +36,7 @@ var (
 type target struct {
 	a         *Aggregator
 	key       targetKey
+	own       *owner       // its series in the registry
 	base      []label      // model, engine
 	lastEvent atomic.Int64 // unix nanoseconds of the last event (sidecar clock)
 
@@ -110,9 +111,10 @@ func (a *Aggregator) newTarget(key targetKey) *target {
 		t.req[i].finished = make([]*counterSeries, nFinish)
 		t.req[i].failed = make([]*counterSeries, nErrTypes)
 	}
+	t.own = a.reg.newOwner(string(newMeta(nil, &family{}, now, t.base).name))
 	t.lastEvent.Store(now.UnixNano())
-	t.lost = t.add(a.reg.newCounter(schema.IDSidecarEventsLost, now, t.base...)).(*counterSeries)
-	t.age = t.add(a.reg.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
+	t.lost = t.add(t.own.newCounter(schema.IDSidecarEventsLost, now, t.base...)).(*counterSeries)
+	t.age = t.add(t.own.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
 		return float64(a.now().UnixNano()-t.lastEvent.Load()) / 1e9
 	}, t.base...)).(*gaugeSeries)
 	t.startRequestSeries()
@@ -171,15 +173,15 @@ func (t *target) labels(extra ...label) []label {
 }
 
 func (t *target) newHist(famID string, extra ...label) *histSeries {
-	return t.add(t.a.reg.newHist(famID, t.a.now(), t.a.shadow, t.labels(extra...)...)).(*histSeries)
+	return t.add(t.own.newHist(famID, t.a.now(), t.a.shadow, t.labels(extra...)...)).(*histSeries)
 }
 
 func (t *target) newCounter(famID string, extra ...label) *counterSeries {
-	return t.add(t.a.reg.newCounter(famID, t.a.now(), t.labels(extra...)...)).(*counterSeries)
+	return t.add(t.own.newCounter(famID, t.a.now(), t.labels(extra...)...)).(*counterSeries)
 }
 
 func (t *target) newGauge(famID string, extra ...label) *gaugeSeries {
-	return t.add(t.a.reg.newGauge(famID, t.a.now(), nil, t.labels(extra...)...)).(*gaugeSeries)
+	return t.add(t.own.newGauge(famID, t.a.now(), nil, t.labels(extra...)...)).(*gaugeSeries)
 }
 
 // sequence checks seq against the connection's last one: a repeat is
