@@ -75,6 +75,7 @@ const (
 	ReasonTooManyTargets     = "too_many_targets"     // a hello would pass the sidecar's cap on targets (closes the connection)
 	ReasonTooManyConnections = "too_many_connections" // a connection past the sidecar's cap (closed before reading)
 	ReasonBufferFull         = "buffer_full"          // a partial line needs more buffer than the connections' shared budget leaves (closes the connection)
+	ReasonPeerNotAllowed     = "peer_not_allowed"     // the connecting process's uid and gid are not allowed (SO_PEERCRED; closed before reading)
 )
 
 // DecodeReasons is the closed set of decode error reasons.
@@ -82,6 +83,7 @@ var DecodeReasons = []string{
 	ReasonMalformed, ReasonUnsupportedVersion, ReasonUnknownKind,
 	ReasonInvalidField, ReasonLineTooLong, ReasonNoHello, ReasonStaleSeq,
 	ReasonBootInUse, ReasonTooManyTargets, ReasonTooManyConnections, ReasonBufferFull,
+	ReasonPeerNotAllowed,
 }
 
 // DefaultSocketPath is the unix socket the daemon writes events to and the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -51,6 +52,13 @@ type Config struct {
 	// counted under buffer_full. At least max_line_bytes. Default 16777216
 	// (16 MiB).
 	MaxBufferedBytes int `toml:"max_buffered_bytes"`
+	// AllowedUIDs and AllowedGIDs are the peers that may connect to the
+	// socket: a connecting process (SO_PEERCRED, Linux) whose uid is in
+	// AllowedUIDs or whose gid is in AllowedGIDs; any other is closed at
+	// once and counted under peer_not_allowed. Default empty: the
+	// sidecar's own uid and gid.
+	AllowedUIDs []int `toml:"allowed_uids"`
+	AllowedGIDs []int `toml:"allowed_gids"`
 	// ExpireAfter is how long the series of a daemon (model and engine) stay
 	// exported after its last connection closed; then they are removed.
 	// Default "5m".
@@ -152,6 +160,16 @@ func (c *Config) Validate() error {
 	if c.MaxBufferedBytes < c.MaxLineBytes || c.MaxBufferedBytes > maxBufferedBytes {
 		return fmt.Errorf("max_buffered_bytes: %d not in max_line_bytes (%d)..%d", c.MaxBufferedBytes, c.MaxLineBytes, maxBufferedBytes)
 	}
+	for _, f := range []struct {
+		key string
+		ids []int
+	}{{"allowed_uids", c.AllowedUIDs}, {"allowed_gids", c.AllowedGIDs}} {
+		for _, id := range f.ids {
+			if id < 0 || id > math.MaxUint32-1 {
+				return fmt.Errorf("%s: %d is not a uid or gid", f.key, id)
+			}
+		}
+	}
 	if c.ExpireAfter <= 0 {
 		return fmt.Errorf("expire_after: must be positive, got %q", c.ExpireAfter.String())
 	}
@@ -162,6 +180,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("memory_limit_mib: %d < 0", c.MemoryLimitMiB)
 	}
 	return c.OTLP.validate()
+}
+
+// peers returns the peer policy: the allowed uids and gids, or the
+// sidecar's own when both lists are empty.
+func (c *Config) peers() *peerPolicy {
+	p := &peerPolicy{}
+	for _, id := range c.AllowedUIDs {
+		p.uids = append(p.uids, uint32(id))
+	}
+	for _, id := range c.AllowedGIDs {
+		p.gids = append(p.gids, uint32(id))
+	}
+	if len(p.uids)+len(p.gids) == 0 {
+		p.uids, p.gids = []uint32{uint32(os.Geteuid())}, []uint32{uint32(os.Getegid())}
+	}
+	return p
 }
 
 // SocketFileMode parses SocketMode.

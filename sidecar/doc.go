@@ -38,7 +38,10 @@
 // A hello that claims a boot another connection holds waits up to
 // BootInUseWait (1 s) for that connection to end (a reconnecting daemon may
 // say hello before the sidecar has read the end of its old connection),
-// then is refused (boot_in_use).
+// then is refused (boot_in_use). A connecting process whose uid is not in
+// allowed_uids and whose gid is not in allowed_gids (SO_PEERCRED; by
+// default the sidecar's own uid and gid) is closed at once
+// (peer_not_allowed); peer.go, Linux only.
 // Out-of-set label values are rejected (invalid_field), never new series.
 // Request lines in the form daemons write them take schema.Decoder's fast
 // path, which yields the same event as schema.Decode (a differential fuzz

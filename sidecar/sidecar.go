@@ -138,7 +138,7 @@ func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
 	go func() { httpErr <- srv.Serve(web) }()
 	sockDone := make(chan struct{})
 	go func() {
-		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.cfg.MaxConnections, s.log)
+		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.cfg.MaxConnections, s.cfg.peers(), s.log)
 		close(sockDone)
 	}()
 	tick := time.NewTicker(min(max(s.cfg.ExpireAfter/4, time.Second), time.Minute))

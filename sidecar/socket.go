@@ -50,7 +50,10 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 // own goroutine, at most maxConns at once: one more is closed at once and
 // counted (too_many_connections). It returns when ln is closed and every
 // connection ended.
-func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, log *slog.Logger) {
+//
+// A connection whose peer the policy does not allow is closed at once and
+// counted (peer_not_allowed).
+func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, peers *peerPolicy, log *slog.Logger) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
@@ -62,6 +65,12 @@ func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, log *slo
 			}
 			log.Warn("socket accept failed", "err", err)
 			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if ok, uid, gid, err := peers.allows(nc); !ok {
+			nc.Close()
+			a.self.reject(&schema.DecodeError{Reason: schema.ReasonPeerNotAllowed})
+			log.Warn("daemon connection refused", "reason", schema.ReasonPeerNotAllowed, "uid", uid, "gid", gid, "err", err)
 			continue
 		}
 		mu.Lock()
