@@ -1,6 +1,10 @@
 package schema
 
-import "strconv"
+import (
+	"path"
+	"strconv"
+	"strings"
+)
 
 // This file: family_test.go covers it (closed value sets, the attributes of
 // every family).
@@ -86,9 +90,23 @@ var DecodeReasons = []string{
 	ReasonPeerNotAllowed,
 }
 
-// DefaultSocketPath is the unix socket the daemon writes events to and the
-// sidecar listens on, unless both are configured otherwise.
-const DefaultSocketPath = "/tmp/picometer.sock"
+// DefaultSocketPath returns the unix socket the daemon writes events to and
+// the sidecar listens on, unless both are configured otherwise, for a
+// process of effective uid euid whose environment getenv reads:
+// $XDG_RUNTIME_DIR/picometer/metrics.sock when XDG_RUNTIME_DIR is set (an
+// absolute path), else /run/picometer/metrics.sock for root, else
+// /tmp/picometer-<uid>/metrics.sock. Never a fixed path in a directory
+// anyone can write: the sidecar creates the directory with mode 0700 and
+// refuses one it does not own (a squatter's).
+func DefaultSocketPath(getenv func(string) string, euid int) string {
+	if d := getenv("XDG_RUNTIME_DIR"); strings.HasPrefix(d, "/") {
+		return path.Join(d, "picometer", "metrics.sock")
+	}
+	if euid == 0 {
+		return "/run/picometer/metrics.sock"
+	}
+	return "/tmp/picometer-" + strconv.Itoa(euid) + "/metrics.sock"
+}
 
 // Daemon-side drop reasons (the reason attribute of dropped events).
 const (

@@ -23,7 +23,10 @@ import (
 // The comment on each field states its default; [DefaultConfig] returns them.
 type Config struct {
 	// Socket is the unix stream socket daemons connect to.
-	// Default schema.DefaultSocketPath ("/tmp/picometer.sock").
+	// Default schema.DefaultSocketPath: $XDG_RUNTIME_DIR/picometer/metrics.sock,
+	// else /run/picometer/metrics.sock as root, else
+	// /tmp/picometer-<uid>/metrics.sock; the sidecar creates the default
+	// path's directory (0700) and refuses one it does not own.
 	Socket string `toml:"socket"`
 	// SocketMode is the socket file's permission bits, in octal.
 	// Default "0660".
@@ -106,7 +109,7 @@ type OTLPConfig struct {
 // DefaultConfig returns the configuration used when no file is given.
 func DefaultConfig() Config {
 	return Config{
-		Socket:           schema.DefaultSocketPath,
+		Socket:           schema.DefaultSocketPath(os.Getenv, os.Geteuid()),
 		SocketMode:       "0660",
 		Listen:           "127.0.0.1:9464",
 		MaxLineBytes:     1 << 20,

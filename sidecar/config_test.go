@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/picometer/picometer/schema"
 )
 
 const configDir = "../testdata/config/sidecar"
@@ -88,7 +90,7 @@ func TestConfigEmptyIsDefault(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Socket != "/tmp/picometer.sock" || cfg.Listen != "127.0.0.1:9464" || cfg.SocketMode != "0660" || cfg.MaxLineBytes != 1<<20 {
+	if cfg.Socket != schema.DefaultSocketPath(os.Getenv, os.Geteuid()) || cfg.Listen != "127.0.0.1:9464" || cfg.SocketMode != "0660" || cfg.MaxLineBytes != 1<<20 {
 		t.Fatalf("defaults changed: %+v", cfg)
 	}
 }

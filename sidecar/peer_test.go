@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,43 @@ func TestPeerCredentials(t *testing.T) {
 		// The sidecar's own uid still connects.
 		send(t, s.cfg.Socket, newSim(t, "0808080808080808", "own-uid").hello())
 		waitApplied(t, s.Agg, kindHello, 1)
+	}
+}
+
+// TestPrepareSocketDir: the default socket's directory is created 0700;
+// one another uid made first (a squatter's), one others can write, or a
+// symbolic link is refused.
+func TestPrepareSocketDir(t *testing.T) {
+	base := t.TempDir()
+	euid := os.Geteuid()
+	dir := filepath.Join(base, "picometer")
+	if err := PrepareSocketDir(dir, euid); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("created %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	if err := PrepareSocketDir(dir, euid); err != nil {
+		t.Fatalf("existing own directory: %v", err)
+	}
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	if err := PrepareSocketDir(open, euid); err == nil || !strings.Contains(err.Error(), "lets others write") {
+		t.Fatalf("0777 directory: %v", err)
+	}
+	link := filepath.Join(base, "link")
+	os.Symlink(dir, link)
+	if err := PrepareSocketDir(link, euid); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("symbolic link: %v", err)
+	}
+	if euid != 0 {
+		t.Skip("the squatter case needs root (to give a directory to another uid)")
+	}
+	squat := filepath.Join(base, "squat")
+	os.Mkdir(squat, 0o700)
+	os.Chown(squat, 65534, 65534)
+	if err := PrepareSocketDir(squat, euid); err == nil || !strings.Contains(err.Error(), "owned by uid 65534, not by this process's uid 0") {
+		t.Fatalf("squatter's directory: %v", err)
 	}
 }

@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
+
+	"github.com/picometer/picometer/schema"
 )
 
 // This file: binary_test.go and live_test.go cover it (the built binary, real
@@ -114,6 +117,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		debug.SetMemoryLimit(int64(s.cfg.MemoryLimitMiB) << 20)
 	}
 	mode, _ := s.cfg.SocketFileMode()
+	if s.cfg.Socket == schema.DefaultSocketPath(os.Getenv, os.Geteuid()) {
+		if err := PrepareSocketDir(filepath.Dir(s.cfg.Socket), os.Geteuid()); err != nil {
+			return err
+		}
+	}
 	sock, err := ListenSocket(s.cfg.Socket, mode)
 	if err != nil {
 		return err

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/picometer/picometer/schema"
@@ -44,6 +46,36 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
 	}
 	return ln, nil
+}
+
+// PrepareSocketDir makes dir, the directory of the default socket path,
+// ready: it is created with mode 0700 when missing, then it must be a
+// directory (not a symbolic link) owned by euid that no one else can write
+// (mode 0700 or 0750, nothing writable by group or others). A directory
+// someone else made first (a squatter's) is refused with an error naming
+// its owner. A configured socket path is the operator's choice (for
+// example the shared emptyDir of a Kubernetes pod) and is not checked.
+func PrepareSocketDir(dir string, euid int) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("socket directory %s: not a directory (mode %v); refusing it", dir, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid {
+		return fmt.Errorf("socket directory %s: owned by uid %d, not by this process's uid %d; refusing it (another user may have made it first)", dir, st.Uid, euid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("socket directory %s: mode %04o lets others write in it; refusing it (want 0700)", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // serveSocket accepts connections until ln is closed, each served on its
