@@ -320,3 +320,22 @@ func TestConnectionCap(t *testing.T) {
 	}
 	waitApplied(t, s.Agg, kindHello, 1)
 }
+
+// BenchmarkScrapeAtCaps renders /metrics of a sidecar at max_targets (64
+// targets with 210-byte model names, every request series started).
+func BenchmarkScrapeAtCaps(b *testing.B) {
+	a, _ := capAggregator(64, 0)
+	for i := range 64 {
+		s := newSim(b, fmt.Sprintf("%016x", i+1), fmt.Sprintf("flood-model-%05d-%s", i, strings.Repeat("x", 180)))
+		server, client := net.Pipe()
+		go func() { client.Write(s.hello()); client.Close() }()
+		ServeConn(server, a, 1<<20, discardLogger())
+	}
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		a.reg.WritePrometheus(&buf)
+	}
+	b.ReportMetric(float64(buf.Len()), "bytes")
+}
