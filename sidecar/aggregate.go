@@ -33,7 +33,8 @@ type Aggregator struct {
 	shadow      bool
 	expireAfter time.Duration
 	maxTargets  int
-	buffers     *budget // shared by the connections' line buffers (nil: unbounded)
+	bootWait    time.Duration // see AggregatorOptions.BootInUseWait
+	buffers     *budget       // shared by the connections' line buffers (nil: unbounded)
 	log         *slog.Logger
 	self        *selfMetrics
 
@@ -62,6 +63,10 @@ type AggregatorOptions struct {
 	// grow, together, beyond their initial 64 KiB each (0: unbounded); a
 	// connection whose partial line needs more is closed (buffer_full).
 	MaxBufferedBytes int64
+	// BootInUseWait is how long a hello that claims a connected boot waits
+	// for that boot's other connection to end (0: the BootInUseWait
+	// constant).
+	BootInUseWait time.Duration
 	// Logger (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -79,6 +84,10 @@ func NewAggregator(opt AggregatorOptions) *Aggregator {
 	}
 	if a.log == nil {
 		a.log = slog.Default()
+	}
+	a.bootWait = opt.BootInUseWait
+	if a.bootWait <= 0 {
+		a.bootWait = BootInUseWait
 	}
 	if opt.MaxBufferedBytes > 0 {
 		a.buffers = newBudget(opt.MaxBufferedBytes)

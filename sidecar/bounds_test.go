@@ -339,3 +339,65 @@ func BenchmarkScrapeAtCaps(b *testing.B) {
 	}
 	b.ReportMetric(float64(buf.Len()), "bytes")
 }
+
+// FuzzConns feeds two halves of arbitrary bytes to two connections at once,
+// with a small shared buffer budget and a cap of 2 targets, so that the
+// new paths of issue 13 (boot_in_use, the per-connection sequence
+// baseline, too_many_targets, buffer_full) meet arbitrary input: nothing
+// panics, every line is applied or counted, and once both connections
+// end, the budget is whole again and no connection is counted open.
+func FuzzConns(f *testing.F) {
+	s := newSim(f, "fuzzfuzzfuzzfuzz", "m")
+	r := typicalRequest("", 0).RequestBody
+	both := append(s.hello(), s.request(r)...)
+	f.Add(both, both)
+	f.Add(append(s.hello(), bytes.Repeat([]byte("y"), 20000)...), s.hello())
+	other := newSim(f, "0ther0ther0ther0", "m2")
+	third := newSim(f, "thirdthirdthird3", "m3")
+	f.Add(append(other.hello(), third.hello()...), append(s.hello(), s.request(r)...))
+	f.Fuzz(func(t *testing.T, d1, d2 []byte) {
+		const budgetBytes = 8 << 10
+		a := NewAggregator(AggregatorOptions{MaxTargets: 2, MaxBufferedBytes: budgetBytes,
+			BootInUseWait: 20 * time.Millisecond, Logger: discardLogger()})
+		var wg sync.WaitGroup
+		stats := make([]ConnStats, 2)
+		for i, data := range [][]byte{d1, d2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				server, client := net.Pipe()
+				go func() { client.Write(data); client.Close() }()
+				stats[i] = ServeConn(server, a, 64<<10, discardLogger())
+				server.Close()
+			}()
+		}
+		wg.Wait()
+		var lines, applied, rejected int
+		for _, st := range stats {
+			if st.Lines != st.Applied+st.Rejected {
+				t.Fatalf("%d lines, %d applied, %d rejected", st.Lines, st.Applied, st.Rejected)
+			}
+			lines, applied, rejected = lines+st.Lines, applied+st.Applied, rejected+st.Rejected
+		}
+		var selfApplied, selfRejected uint64
+		for _, c := range a.self.events {
+			selfApplied += c.c.Get()
+		}
+		for _, c := range a.self.decodeErrors {
+			selfRejected += c.c.Get()
+		}
+		if selfApplied != uint64(applied) || selfRejected != uint64(rejected) {
+			t.Fatalf("self-metrics %d applied %d rejected; stats %+v", selfApplied, selfRejected, stats)
+		}
+		if left := a.buffers.left.Load(); left != budgetBytes {
+			t.Fatalf("budget %d after both connections ended, want %d", left, budgetBytes)
+		}
+		if got := a.self.connections.g.Get(); got != 0 {
+			t.Fatalf("connections = %v after close", got)
+		}
+		if a.Targets() > 2 {
+			t.Fatalf("%d targets, cap 2", a.Targets())
+		}
+		exposition(a)
+	})
+}

@@ -196,7 +196,7 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 		if err == nil {
 			err = c.Apply(&ev)
 			if schema.ReasonOf(err) == schema.ReasonBootInUse {
-				err = c.retryHello(&ev, BootInUseWait)
+				err = c.retryHello(&ev, a.bootWait)
 			}
 		}
 		if err == nil {
