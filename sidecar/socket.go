@@ -102,7 +102,7 @@ func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, peers *p
 		if ok, uid, gid, err := peers.allows(nc); !ok {
 			nc.Close()
 			a.self.reject(&schema.DecodeError{Reason: schema.ReasonPeerNotAllowed})
-			log.Warn("daemon connection refused", "reason", schema.ReasonPeerNotAllowed, "uid", uid, "gid", gid, "err", err)
+			log.Debug("daemon connection refused", "reason", schema.ReasonPeerNotAllowed, "uid", uid, "gid", gid, "err", err)
 			continue
 		}
 		mu.Lock()
@@ -210,7 +210,13 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 			c.Skip(&ev)
 		}
 		if closesConnection(reason) {
-			log.Warn("daemon connection closed", "reason", reason, "err", err)
+			// A refusal by a cap is logged at debug: a flood of them would
+			// flood the log too; the counter by reason is the signal.
+			level := slog.LevelWarn
+			if reason == schema.ReasonTooManyTargets || reason == schema.ReasonBootInUse {
+				level = slog.LevelDebug
+			}
+			log.Log(context.Background(), level, "daemon connection closed", "reason", reason, "err", err)
 			st.Err = err
 			return st
 		}
