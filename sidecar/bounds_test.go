@@ -310,6 +310,7 @@ func TestConnectionCap(t *testing.T) {
 		}
 		c.Close()
 	}
+	waitFor(t, func() bool { return rejected(t, s.Agg, schema.ReasonTooManyConnections) >= 10 })
 	if got := rejected(t, s.Agg, schema.ReasonTooManyConnections); got != 10 {
 		t.Fatalf("too_many_connections = %v, want 10", got)
 	}

@@ -100,8 +100,8 @@ func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, peers *p
 			continue
 		}
 		if ok, uid, gid, err := peers.allows(nc); !ok {
-			nc.Close()
 			a.self.reject(&schema.DecodeError{Reason: schema.ReasonPeerNotAllowed})
+			nc.Close()
 			log.Debug("daemon connection refused", "reason", schema.ReasonPeerNotAllowed, "uid", uid, "gid", gid, "err", err)
 			continue
 		}
@@ -112,8 +112,8 @@ func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, peers *p
 		}
 		mu.Unlock()
 		if full {
-			nc.Close()
 			a.self.reject(&schema.DecodeError{Reason: schema.ReasonTooManyConnections})
+			nc.Close()
 			log.Debug("daemon connection refused", "reason", schema.ReasonTooManyConnections, "max_connections", maxConns)
 			continue
 		}
