@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -97,8 +99,17 @@ type EngineConfig struct {
 // MetricsConfig is the [metrics] table: the NDJSON event emitter.
 type MetricsConfig struct {
 	// Socket is the sidecar's unix socket. Default schema.DefaultSocketPath
-	// ("/tmp/picometer.sock"); "" turns the emitter off.
+	// ($XDG_RUNTIME_DIR/picometer/metrics.sock, else
+	// /run/picometer/metrics.sock as root, else
+	// /tmp/picometer-<uid>/metrics.sock); "" turns the emitter off.
 	Socket string `toml:"socket"`
+	// TrustedUIDs and TrustedGIDs are the owners the socket file may have:
+	// the emitter connects only to a socket owned by its own uid, a uid in
+	// TrustedUIDs or a gid in TrustedGIDs (a socket another user made
+	// first, a squatter's, is refused and logged; events queue as when
+	// the sidecar is away). Default empty: only its own uid.
+	TrustedUIDs []int `toml:"trusted_uids"`
+	TrustedGIDs []int `toml:"trusted_gids"`
 	// Queue bounds the events waiting to be written; overflow is dropped and
 	// counted (events_dropped). Default 65536.
 	Queue int `toml:"queue"`
@@ -137,7 +148,7 @@ func DefaultConfig() Config {
 			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,
 		},
 		Metrics: MetricsConfig{
-			Socket:           schema.DefaultSocketPath,
+			Socket:           schema.DefaultSocketPath(os.Getenv, os.Geteuid()),
 			Queue:            65536,
 			SnapshotInterval: time.Second,
 			WriteTimeout:     time.Second,
@@ -208,6 +219,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Metrics.Queue < 1 || c.Metrics.Queue > 1<<24 {
 		return fmt.Errorf("metrics.queue: %d not in 1..%d", c.Metrics.Queue, 1<<24)
+	}
+	for _, f := range []struct {
+		key string
+		ids []int
+	}{{"metrics.trusted_uids", c.Metrics.TrustedUIDs}, {"metrics.trusted_gids", c.Metrics.TrustedGIDs}} {
+		for _, id := range f.ids {
+			if id < 0 || id > math.MaxUint32-1 {
+				return fmt.Errorf("%s: %d is not a uid or gid", f.key, id)
+			}
+		}
 	}
 	if len(c.Metrics.Socket) > 107 {
 		return fmt.Errorf("metrics.socket: path of %d bytes is longer than a unix socket path may be (107)", len(c.Metrics.Socket))

@@ -21,7 +21,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	}
 	// The documented defaults (issue 4 and the field comments).
 	if c.Listen != "127.0.0.1:8000" || c.Model != "build/models/default.gguf" || c.Engine.BMax != 8 || c.Engine.SpecK != 4 ||
-		c.Metrics.Socket != schema.DefaultSocketPath || c.Metrics.Queue != 65536 || c.Metrics.SnapshotInterval != time.Second ||
+		c.Metrics.Socket != schema.DefaultSocketPath(os.Getenv, os.Geteuid()) || c.Metrics.Queue != 65536 || c.Metrics.SnapshotInterval != time.Second ||
 		len(c.APIKeys) != 0 || c.RequestTimeout != 300*time.Second || c.ShutdownGrace != 10*time.Second || c.LogLevel != "info" || !c.Compat {
 		t.Errorf("defaults changed: %+v", c)
 	}

@@ -147,10 +147,15 @@
 //
 // # Metrics events and shutdown
 //
-// See [Emitter]. On SIGINT/SIGTERM the daemon stops accepting, lets
-// in-flight requests finish for shutdown_grace, aborts the rest (error type
-// shutdown), emits a final engine snapshot and flushes it within
-// metrics.flush_timeout.
+// See [Emitter]. The emitter connects only to a socket file owned by the
+// daemon's own uid, or by a uid or gid in metrics.trusted_uids /
+// metrics.trusted_gids (socket_owner.go): a socket another local user made
+// first at that path (a squatter's) gets no events; the daemon logs why and
+// retries with its backoff, events queuing as when the sidecar is away.
+//
+// On SIGINT/SIGTERM the daemon stops accepting, lets in-flight requests
+// finish for shutdown_grace, aborts the rest (error type shutdown), emits a
+// final engine snapshot and flushes it within metrics.flush_timeout.
 //
 // # JSON
 //

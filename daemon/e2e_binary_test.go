@@ -168,7 +168,10 @@ func TestE2EBinary(t *testing.T) {
 
 // TestBinaryHelp: --help states every flag with its real default.
 func TestBinaryHelp(t *testing.T) {
-	out, err := exec.Command(picometerd(t), "-h").CombinedOutput()
+	cmd := exec.Command(picometerd(t), "-h")
+	// The default socket path depends on the environment and the uid: pin it.
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR=/run/user/1000")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("picometerd -h: %v\n%s", err, out)
 	}

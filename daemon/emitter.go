@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -249,8 +250,11 @@ func (e *Emitter) sleep(d time.Duration) bool {
 	return !e.pastDeadline()
 }
 
-// connect dials the socket and writes the hello.
+// connect checks the socket's owner, dials it and writes the hello.
 func (e *Emitter) connect() error {
+	if err := checkSocketOwner(e.cfg.Socket, os.Geteuid(), e.cfg.TrustedUIDs, e.cfg.TrustedGIDs); err != nil {
+		return err
+	}
 	d := net.Dialer{Timeout: e.cfg.WriteTimeout}
 	conn, err := d.Dial("unix", e.cfg.Socket)
 	if err != nil {

@@ -1,6 +1,10 @@
 package schema
 
-import "strconv"
+import (
+	"path"
+	"strconv"
+	"strings"
+)
 
 // This file: family_test.go covers it (closed value sets, the attributes of
 // every family).
@@ -64,24 +68,45 @@ const (
 
 // Decode error reasons (the reason attribute of the sidecar's decode errors).
 const (
-	ReasonMalformed          = "malformed_json"      // not JSON, or a field of the wrong type
-	ReasonUnsupportedVersion = "unsupported_version" // v is not a version this build reads (closes the connection)
-	ReasonUnknownKind        = "unknown_kind"        // kind is not hello, request or engine
-	ReasonInvalidField       = "invalid_field"       // a field is missing or out of range
-	ReasonLineTooLong        = "line_too_long"       // a line exceeded the limit (closes the connection)
-	ReasonNoHello            = "no_hello"            // an event arrived before the connection's hello
-	ReasonStaleSeq           = "stale_seq"           // seq is not after the last one seen for the boot (duplicate or replay); skipped
+	ReasonMalformed          = "malformed_json"       // not JSON, or a field of the wrong type
+	ReasonUnsupportedVersion = "unsupported_version"  // v is not a version this build reads (closes the connection)
+	ReasonUnknownKind        = "unknown_kind"         // kind is not hello, request or engine
+	ReasonInvalidField       = "invalid_field"        // a field is missing or out of range
+	ReasonLineTooLong        = "line_too_long"        // a line exceeded the limit (closes the connection)
+	ReasonNoHello            = "no_hello"             // an event arrived before the connection's hello
+	ReasonStaleSeq           = "stale_seq"            // seq is not after the last one seen on the connection (duplicate or replay); skipped
+	ReasonBootInUse          = "boot_in_use"          // a hello claimed a boot id another connection holds (closes the connection)
+	ReasonTooManyTargets     = "too_many_targets"     // a hello would pass the sidecar's cap on targets (closes the connection)
+	ReasonTooManyConnections = "too_many_connections" // a connection past the sidecar's cap (closed before reading)
+	ReasonBufferFull         = "buffer_full"          // a partial line needs more buffer than the connections' shared budget leaves (closes the connection)
+	ReasonPeerNotAllowed     = "peer_not_allowed"     // the connecting process's uid and gid are not allowed (SO_PEERCRED; closed before reading)
 )
 
 // DecodeReasons is the closed set of decode error reasons.
 var DecodeReasons = []string{
 	ReasonMalformed, ReasonUnsupportedVersion, ReasonUnknownKind,
 	ReasonInvalidField, ReasonLineTooLong, ReasonNoHello, ReasonStaleSeq,
+	ReasonBootInUse, ReasonTooManyTargets, ReasonTooManyConnections, ReasonBufferFull,
+	ReasonPeerNotAllowed,
 }
 
-// DefaultSocketPath is the unix socket the daemon writes events to and the
-// sidecar listens on, unless both are configured otherwise.
-const DefaultSocketPath = "/tmp/picometer.sock"
+// DefaultSocketPath returns the unix socket the daemon writes events to and
+// the sidecar listens on, unless both are configured otherwise, for a
+// process of effective uid euid whose environment getenv reads:
+// $XDG_RUNTIME_DIR/picometer/metrics.sock when XDG_RUNTIME_DIR is set (an
+// absolute path), else /run/picometer/metrics.sock for root, else
+// /tmp/picometer-<uid>/metrics.sock. Never a fixed path in a directory
+// anyone can write: the sidecar creates the directory with mode 0700 and
+// refuses one it does not own (a squatter's).
+func DefaultSocketPath(getenv func(string) string, euid int) string {
+	if d := getenv("XDG_RUNTIME_DIR"); strings.HasPrefix(d, "/") {
+		return path.Join(d, "picometer", "metrics.sock")
+	}
+	if euid == 0 {
+		return "/run/picometer/metrics.sock"
+	}
+	return "/tmp/picometer-" + strconv.Itoa(euid) + "/metrics.sock"
+}
 
 // Daemon-side drop reasons (the reason attribute of dropped events).
 const (

@@ -98,6 +98,27 @@ func (ev *Event) Validate() error {
 
 func invalid(format string, args ...any) error { return decodeErr(ReasonInvalidField, format, args...) }
 
+// Range limits of event values. Anything beyond them is a broken or hostile
+// producer, rejected as invalid_field, so that no event can wrap a counter
+// or make a histogram sum meaningless.
+const (
+	// MaxTokens bounds a token count in one request or step (2^30: far
+	// beyond any context length).
+	MaxTokens = 1 << 30
+	// MaxDurationUS bounds a duration in one request or step: 7 days.
+	MaxDurationUS = 7 * 24 * 3600 * 1_000_000
+	// MaxCumulative bounds a cumulative count in an engine snapshot (2^53,
+	// the largest integer a float64 holds exactly: 285 years at a million
+	// tokens per second).
+	MaxCumulative = 1 << 53
+	// MaxCumulativeSeconds bounds a cumulative time sum in an engine
+	// snapshot (about 31,700 years).
+	MaxCumulativeSeconds = 1e12
+	// MaxGauge bounds the live counts of an engine snapshot (running,
+	// waiting, slots, KV-cache blocks).
+	MaxGauge = 1 << 30
+)
+
 // MaxLabelBytes bounds the free-form values a hello carries into labels
 // (model, engine, daemon version): they become Prometheus label values and
 // OTel attributes on every series of the daemon.
@@ -145,8 +166,8 @@ func (b *RequestBody) validate() error {
 	if b.FinishReason == FinishError && b.ErrorType == "" {
 		return invalid("error_type: missing on a request that finished with an error")
 	}
-	if b.FinishUS < 0 {
-		return invalid("finish_us: %d < 0", b.FinishUS)
+	if b.FinishUS < 0 || b.FinishUS > MaxDurationUS {
+		return invalid("finish_us: %d not in 0..%d", b.FinishUS, MaxDurationUS)
 	}
 	for _, t := range []struct {
 		name string
@@ -167,8 +188,8 @@ func (b *RequestBody) validate() error {
 		v    int
 	}{{"prompt_tokens", b.PromptTokens}, {"prefill_tokens", b.PrefillTokens}, {"decode_tokens", b.DecodeTokens},
 		{"completion_tokens", b.CompletionTokens}, {"draft_tokens", b.DraftTokens}, {"accepted_tokens", b.AcceptedTokens}} {
-		if t.v < 0 {
-			return invalid("%s: %d < 0", t.name, t.v)
+		if t.v < 0 || t.v > MaxTokens {
+			return invalid("%s: %d not in 0..%d", t.name, t.v, MaxTokens)
 		}
 	}
 	if b.AcceptedTokens > b.DraftTokens {
@@ -178,8 +199,8 @@ func (b *RequestBody) validate() error {
 		return invalid("itl_us: %d gaps for %d completion tokens", len(b.ITLUS), b.CompletionTokens)
 	}
 	for i, g := range b.ITLUS {
-		if g < 0 {
-			return invalid("itl_us[%d]: %d < 0", i, g)
+		if g < 0 || g > b.FinishUS {
+			return invalid("itl_us[%d]: %d not in 0..finish_us (%d)", i, g, b.FinishUS)
 		}
 	}
 	return nil
@@ -192,7 +213,7 @@ func (b *EngineBody) validate() error {
 	}{{"engine_prefill_time_sum", b.EnginePrefillTimeSum}, {"engine_decode_time_sum", b.EngineDecodeTimeSum},
 		{"engine_draft_time_sum", b.EngineDraftTimeSum}, {"engine_verify_time_sum", b.EngineVerifyTimeSum},
 		{"engine_jump_forward_time_sum", b.EngineJumpForwardTimeSum}} {
-		if t.v < 0 || math.IsNaN(t.v) || math.IsInf(t.v, 0) {
+		if !(t.v >= 0 && t.v <= MaxCumulativeSeconds) {
 			return invalid("%s: %v out of range", t.name, t.v)
 		}
 	}
@@ -201,12 +222,35 @@ func (b *EngineBody) validate() error {
 		v    int64
 	}{{"prompt_tokens_sum", b.PromptTokensSum}, {"completion_tokens_sum", b.CompletionTokensSum},
 		{"prefill_tokens_sum", b.PrefillTokensSum}, {"decode_tokens_sum", b.DecodeTokensSum},
+		{"jump_forward_tokens_sum", b.JumpForwardTokensSum},
 		{"preemptions", b.Preemptions}, {"requests_finished", b.RequestsFinished},
-		{"events_dropped", b.EventsDropped}, {"steps_dropped", b.StepsDropped},
-		{"running", int64(b.Running)}, {"waiting", int64(b.Waiting)}, {"slots", int64(b.Slots)},
-		{"kv_blocks_used", int64(b.KVBlocksUsed)}, {"kv_blocks_total", int64(b.KVBlocksTotal)}} {
-		if t.v < 0 {
-			return invalid("%s: %d < 0", t.name, t.v)
+		{"events_dropped", b.EventsDropped}, {"steps_dropped", b.StepsDropped}} {
+		if t.v < 0 || t.v > MaxCumulative {
+			return invalid("%s: %d not in 0..%d", t.name, t.v, int64(MaxCumulative))
+		}
+	}
+	for _, t := range []struct {
+		name string
+		v    int
+	}{{"running", b.Running}, {"waiting", b.Waiting}, {"slots", b.Slots},
+		{"kv_blocks_used", b.KVBlocksUsed}, {"kv_blocks_total", b.KVBlocksTotal}} {
+		if t.v < 0 || t.v > MaxGauge {
+			return invalid("%s: %d not in 0..%d", t.name, t.v, MaxGauge)
+		}
+	}
+	if sd := b.SpecDecode; sd != nil {
+		for i := range sd.DraftCount {
+			if sd.DraftCount[i] > MaxCumulative || (i < len(sd.AcceptCount) && sd.AcceptCount[i] > MaxCumulative) {
+				return invalid("spec_decode: count at position %d above %d", i, int64(MaxCumulative))
+			}
+		}
+	}
+	for ph, tb := range []TimeByBatchSize{b.DecodeTimeByBatchSize, b.DraftTimeByBatchSize, b.VerifyTimeByBatchSize} {
+		for n := range tb {
+			if tb[n].Count > MaxCumulative || tb[n].Sum > MaxCumulativeSeconds {
+				return invalid("%s: batch_size %d above %d steps or %g seconds",
+					[...]string{"decode_time_by_batch_size", "draft_time_by_batch_size", "verify_time_by_batch_size"}[ph], n, int64(MaxCumulative), MaxCumulativeSeconds)
+			}
 		}
 	}
 	if b.KVCacheUsage < 0 || b.KVCacheUsage > 1 || math.IsNaN(b.KVCacheUsage) {
@@ -220,8 +264,8 @@ func (b *EngineBody) validate() error {
 		if s.BatchSize < 1 || s.BatchSize > MaxBatch {
 			return invalid("steps[%d].batch_size: %d not in 1..%d", i, s.BatchSize, MaxBatch)
 		}
-		if s.Tokens < 0 || s.DurationUS < 0 {
-			return invalid("steps[%d]: negative tokens or duration_us", i)
+		if s.Tokens < 0 || s.Tokens > MaxTokens || s.DurationUS < 0 || s.DurationUS > MaxDurationUS {
+			return invalid("steps[%d]: tokens %d not in 0..%d or duration_us %d not in 0..%d", i, s.Tokens, MaxTokens, s.DurationUS, MaxDurationUS)
 		}
 	}
 	return nil

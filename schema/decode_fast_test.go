@@ -54,6 +54,9 @@ func FuzzDecoder(f *testing.F) {
 	for _, line := range fastPathLines(f) {
 		f.Add(line)
 	}
+	// Range-check edges (issue 13): the fast path must reject what Decode rejects.
+	f.Add([]byte(`{"v":1,"kind":"request","boot":"b","seq":2,"ts":1,"id":"x","operation":"chat","stream":false,"admitted_us":1,"first_token_us":2,"last_token_us":3,"finish_us":4,"prompt_tokens":1073741825,"prefill_tokens":0,"decode_tokens":0,"completion_tokens":9223372036854775807,"draft_tokens":0,"accepted_tokens":0,"finish_reason":"stop","itl_us":[1]}`))
+	f.Add([]byte(`{"v":1,"kind":"request","boot":"b","seq":2,"ts":1,"id":"x","operation":"chat","stream":false,"admitted_us":1,"first_token_us":2,"last_token_us":3,"finish_us":604800000001,"prompt_tokens":1,"prefill_tokens":0,"decode_tokens":0,"completion_tokens":2,"draft_tokens":0,"accepted_tokens":0,"finish_reason":"stop","itl_us":[604800000001]}`))
 	engine := bytes.TrimSuffix(mustAppend(f, nil, &Engine{Header: Header{V: 1, Kind: KindEngine, Boot: "b", Seq: 1},
 		EngineBody: EngineBody{Steps: []StepRecord{{Phase: "decode", BatchSize: 1}},
 			DecodeTimeByBatchSize: TimeByBatchSize{{}, {Count: 2, Sum: 1}}}}), []byte("\n"))

@@ -245,6 +245,19 @@ func TestDecodeErrors(t *testing.T) {
 	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"decode_time_by_batch_size":{"count{batch_size=99}":1}}`, ReasonMalformed, "batch size")
 	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"spec_decode":{"draft_count":[1,2],"accept_count":[1]}}`, ReasonMalformed, "spec_decode")
 
+	// Range checks: absurd counts and durations (issue 13, the counter wrap).
+	f(sub(`"completion_tokens":2`, `"completion_tokens":9223372036854775807`), ReasonInvalidField, "completion_tokens: 9223372036854775807 not in 0..1073741824")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":1073741825`), ReasonInvalidField, "prompt_tokens: 1073741825 not in 0..1073741824")
+	f(sub(`"finish_us":4`, `"finish_us":604800000001`), ReasonInvalidField, "finish_us: 604800000001 not in 0..604800000000")
+	f(sub(`"itl_us":[1]`, `"itl_us":[5]`), ReasonInvalidField, "itl_us[0]: 5 not in 0..finish_us (4)")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"preemptions":9007199254740993}`, ReasonInvalidField, "preemptions: 9007199254740993 not in 0..9007199254740992")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"events_dropped":9223372036854775807}`, ReasonInvalidField, "events_dropped")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"engine_decode_time_sum":1e300}`, ReasonInvalidField, "engine_decode_time_sum")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"waiting":1073741825}`, ReasonInvalidField, "waiting: 1073741825 not in 0..1073741824")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"spec_decode":{"draft_count":[9007199254740993],"accept_count":[1]}}`, ReasonInvalidField, "spec_decode: count at position 0")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"decode_time_by_batch_size":{"count{batch_size=2}":1,"sum{batch_size=2}":1e13}}`, ReasonInvalidField, "decode_time_by_batch_size: batch_size 2")
+	f(`{"v":1,"kind":"engine","boot":"b","seq":1,"steps":[{"phase":"decode","batch_size":1,"duration_us":604800000001}]}`, ReasonInvalidField, "steps[0]: tokens 0")
+
 	// The good line decodes; unknown fields are tolerated.
 	var ev Event
 	if err := Decode([]byte(sub(`"v":1`, `"v":1,"future":{"x":[1,2]}`)), &ev); err != nil {
@@ -325,6 +338,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"v":1,"kind":"engine","boot":"b","seq":1,"decode_time_by_batch_size":{"count{batch_size=1}":1e308}}`))
 	f.Add([]byte(`{"v":1,"kind":"request","itl_us":[1,2,3],"finish_us":9223372036854775807}`))
 	f.Add([]byte("\xff\xfe{"))
+	// Range-check edges (issue 13).
+	f.Add([]byte(`{"v":1,"kind":"request","boot":"b","seq":1,"id":"x","operation":"chat","admitted_us":1,"first_token_us":2,"last_token_us":3,"finish_us":604800000000,"completion_tokens":1073741824,"prompt_tokens":1073741824,"finish_reason":"stop","itl_us":[604800000000]}`))
+	f.Add([]byte(`{"v":1,"kind":"engine","boot":"b","seq":1,"preemptions":9007199254740992,"engine_decode_time_sum":1e12,"spec_decode":{"draft_count":[9007199254740992],"accept_count":[9007199254740992]}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var ev Event
 		err := Decode(line, &ev)

@@ -32,6 +32,9 @@ type Aggregator struct {
 	now         func() time.Time
 	shadow      bool
 	expireAfter time.Duration
+	maxTargets  int
+	bootWait    time.Duration // see AggregatorOptions.BootInUseWait
+	buffers     *budget       // shared by the connections' line buffers (nil: unbounded)
 	log         *slog.Logger
 	self        *selfMetrics
 
@@ -53,6 +56,17 @@ type AggregatorOptions struct {
 	// ExpireAfter is how long a target's series outlive its last connection
 	// (0: DefaultConfig's).
 	ExpireAfter time.Duration
+	// MaxTargets caps the targets (0: DefaultConfig's); a hello past it is
+	// refused (too_many_targets).
+	MaxTargets int
+	// MaxBufferedBytes bounds how much the connections' line buffers may
+	// grow, together, beyond their initial 64 KiB each (0: unbounded); a
+	// connection whose partial line needs more is closed (buffer_full).
+	MaxBufferedBytes int64
+	// BootInUseWait is how long a hello that claims a connected boot waits
+	// for that boot's other connection to end (0: the BootInUseWait
+	// constant).
+	BootInUseWait time.Duration
 	// Logger (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -60,7 +74,7 @@ type AggregatorOptions struct {
 // NewAggregator returns an aggregator with no targets and its self-metrics
 // registered.
 func NewAggregator(opt AggregatorOptions) *Aggregator {
-	a := &Aggregator{reg: newRegistry(), now: opt.Now, shadow: opt.OTLP, expireAfter: opt.ExpireAfter,
+	a := &Aggregator{reg: newRegistry(), now: opt.Now, shadow: opt.OTLP, expireAfter: opt.ExpireAfter, maxTargets: opt.MaxTargets,
 		log: opt.Logger, targets: map[targetKey]*target{}, boots: map[string]*boot{}}
 	if a.now == nil {
 		a.now = time.Now
@@ -70,6 +84,16 @@ func NewAggregator(opt AggregatorOptions) *Aggregator {
 	}
 	if a.log == nil {
 		a.log = slog.Default()
+	}
+	a.bootWait = opt.BootInUseWait
+	if a.bootWait <= 0 {
+		a.bootWait = BootInUseWait
+	}
+	if opt.MaxBufferedBytes > 0 {
+		a.buffers = newBudget(opt.MaxBufferedBytes)
+	}
+	if a.maxTargets <= 0 {
+		a.maxTargets = DefaultConfig().MaxTargets
 	}
 	a.self = newSelfMetrics(a.reg, a.now)
 	return a
@@ -83,6 +107,10 @@ type Conn struct {
 	// now is the time events are stamped with (the last event age): the
 	// caller sets it once per read from the socket, not per event.
 	now int64
+	// lastSeq is the last sequence number applied on this connection: the
+	// baseline belongs to the connection, so a forged connection cannot
+	// make a real one's events stale.
+	lastSeq uint64
 }
 
 // SetNow sets the time that the following events were received.
@@ -148,12 +176,14 @@ func (c *Conn) Apply(ev *schema.Event) error {
 	t := b.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.sequence(b, ev.Seq); err != nil {
+	if err := c.sequence(ev.Seq); err != nil {
 		return err
 	}
 	t.lastEvent.Store(c.now)
 	if ev.Kind == schema.KindRequest {
-		t.applyRequest(&ev.RequestBody)
+		if err := t.applyRequest(&ev.RequestBody); err != nil {
+			return err
+		}
 		t.a.self.events[kindRequest].c.Inc()
 		return nil
 	}
@@ -182,8 +212,8 @@ func (c *Conn) Skip(ev *schema.Event) {
 		return
 	}
 	b.t.mu.Lock()
-	if b.lastSeq != 0 && ev.Seq == b.lastSeq+1 {
-		b.lastSeq = ev.Seq
+	if c.lastSeq != 0 && ev.Seq == c.lastSeq+1 {
+		c.lastSeq, b.lastSeq = ev.Seq, ev.Seq
 	}
 	b.t.mu.Unlock()
 }
@@ -194,9 +224,18 @@ func (c *Conn) hello(ev *schema.Event) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := a.boots[ev.Boot]
+	if b != nil && c.boot != b && b.conns > 0 {
+		return &schema.DecodeError{Reason: schema.ReasonBootInUse,
+			Msg: fmt.Sprintf("boot %q is already connected; a second connection cannot claim it", ev.Boot)}
+	}
 	if b != nil && b.t.key != key {
 		return invalidField("boot %q said hello before as model %q engine %q, now as model %q engine %q",
 			ev.Boot, b.t.key.model, b.t.key.engine, ev.Model, ev.Engine)
+	}
+	t := a.targets[key]
+	if t == nil && len(a.targets) >= a.maxTargets {
+		return &schema.DecodeError{Reason: schema.ReasonTooManyTargets,
+			Msg: fmt.Sprintf("hello of model %q engine %q: the sidecar has %d targets, its max_targets", ev.Model, ev.Engine, a.maxTargets)}
 	}
 	if c.boot != nil && c.boot != b {
 		old := c.boot.t
@@ -204,7 +243,6 @@ func (c *Conn) hello(ev *schema.Event) error {
 		c.unbindLocked()
 		old.mu.Unlock()
 	}
-	t := a.targets[key]
 	if t == nil {
 		key = targetKey{strings.Clone(ev.Model), strings.Clone(ev.Engine)}
 		t = a.newTarget(key)
@@ -223,13 +261,14 @@ func (c *Conn) hello(ev *schema.Event) error {
 	b.lastHello = a.stamp.Add(1)
 	if c.boot != b {
 		c.boot = b
+		c.lastSeq = 0
 		b.conns++
 		t.connected++
 	}
 	t.lastEvent.Store(now.UnixNano())
 	t.refreshInfo()
 	t.refreshGauges()
-	if err := t.sequence(b, ev.Seq); err != nil {
+	if err := c.sequence(ev.Seq); err != nil {
 		return err
 	}
 	a.self.events[kindHello].c.Inc()

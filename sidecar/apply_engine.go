@@ -77,7 +77,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 		}
 		v := t.retInts[i]
 		for _, ob := range t.order {
-			v += ob.ints[i]
+			v = satAdd(v, ob.ints[i])
 		}
 		s.c.Set(uint64(v))
 	}
@@ -88,7 +88,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 		b.flts[i] = nf[i]
 		s := t.floats[i]
 		if s == nil {
-			s = t.add(t.a.reg.newFloatCounter(schema.IDBatchTime, t.a.now(), t.labels(batchLabels(i)...)...)).(*floatCounterSeries)
+			s = t.add(t.own.newFloatCounter(schema.IDBatchTime, t.a.now(), t.labels(batchLabels(i)...)...)).(*floatCounterSeries)
 			t.floats[i] = s
 		}
 		v := t.retFlts[i]
@@ -164,4 +164,24 @@ func intName(i int) string {
 
 func floatName(i int) string {
 	return fmt.Sprintf("%s sum{batch_size=%d}", batchFields[i/schema.MaxBatch], i%schema.MaxBatch+1)
+}
+
+// satAdd adds two non-negative counts, stopping at maxCounter rather than
+// wrapping (each is at most schema.MaxCumulative, so only the folded totals
+// of thousands of boots could get there).
+func satAdd(a, b int64) int64 {
+	if a > maxCounter-b {
+		return maxCounter
+	}
+	return a + b
+}
+
+// addSat adds n to a counter, stopping at maxCounter rather than wrapping
+// (a gap in a forged sequence can be as large as 2^64).
+func (s *counterSeries) addSat(n uint64) {
+	if v := s.c.Get(); v > maxCounter || n > maxCounter-v {
+		s.c.Set(maxCounter)
+		return
+	}
+	s.c.Add(int(n))
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/picometer/picometer/internal/testenv"
+	"github.com/picometer/picometer/schema"
 )
 
 var built struct {
@@ -244,7 +245,7 @@ func TestBinaryFlags(t *testing.T) {
 		t.Fatalf("--check-config output reads back as %+v, %v; want %+v", back, err, want)
 	}
 	out, _, code = run(nil, "--check-config")
-	if code != 0 || !strings.Contains(out, "socket = \"/tmp/picometer.sock\"") || !strings.Contains(out, "socket_mode = \"0660\"") || !strings.Contains(out, "# otlp: off") {
+	if code != 0 || !strings.Contains(out, "socket = \""+schema.DefaultSocketPath(os.Getenv, os.Geteuid())+"\"") || !strings.Contains(out, "socket_mode = \"0660\"") || !strings.Contains(out, "# otlp: off") {
 		t.Fatalf("--check-config defaults: exit %d\n%s", code, out)
 	}
 	bad := filepath.Join(configDir, "bad_unknown_key.toml")

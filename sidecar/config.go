@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -22,7 +23,10 @@ import (
 // The comment on each field states its default; [DefaultConfig] returns them.
 type Config struct {
 	// Socket is the unix stream socket daemons connect to.
-	// Default schema.DefaultSocketPath ("/tmp/picometer.sock").
+	// Default schema.DefaultSocketPath: $XDG_RUNTIME_DIR/picometer/metrics.sock,
+	// else /run/picometer/metrics.sock as root, else
+	// /tmp/picometer-<uid>/metrics.sock; the sidecar creates the default
+	// path's directory (0700) and refuses one it does not own.
 	Socket string `toml:"socket"`
 	// SocketMode is the socket file's permission bits, in octal.
 	// Default "0660".
@@ -34,6 +38,30 @@ type Config struct {
 	// a longer line closes its connection (reason line_too_long).
 	// Default 1048576 (1 MiB).
 	MaxLineBytes int `toml:"max_line_bytes"`
+	// MaxTargets caps the targets (model and engine pairs) with series: a
+	// hello that would add one more is refused, counted under
+	// too_many_targets, and its connection closed. Default 64 (sized for
+	// the daemons of one node).
+	MaxTargets int `toml:"max_targets"`
+	// MaxConnections caps the open daemon connections: one more is closed
+	// at once and counted under too_many_connections. Each connection
+	// buffers 64 KiB, and more only from max_buffered_bytes, so the socket's
+	// buffers never hold more than max_connections × 64 KiB +
+	// max_buffered_bytes. Default 64.
+	MaxConnections int `toml:"max_connections"`
+	// MaxBufferedBytes bounds how much the connections' line buffers may
+	// grow, together, beyond their initial 64 KiB each, while they hold
+	// long partial lines: a connection whose line needs more is closed and
+	// counted under buffer_full. At least max_line_bytes. Default 16777216
+	// (16 MiB).
+	MaxBufferedBytes int `toml:"max_buffered_bytes"`
+	// AllowedUIDs and AllowedGIDs are the peers that may connect to the
+	// socket: a connecting process (SO_PEERCRED, Linux) whose uid is in
+	// AllowedUIDs or whose gid is in AllowedGIDs; any other is closed at
+	// once and counted under peer_not_allowed. Default empty: the
+	// sidecar's own uid and gid.
+	AllowedUIDs []int `toml:"allowed_uids"`
+	AllowedGIDs []int `toml:"allowed_gids"`
 	// ExpireAfter is how long the series of a daemon (model and engine) stay
 	// exported after its last connection closed; then they are removed.
 	// Default "5m".
@@ -81,20 +109,26 @@ type OTLPConfig struct {
 // DefaultConfig returns the configuration used when no file is given.
 func DefaultConfig() Config {
 	return Config{
-		Socket:         schema.DefaultSocketPath,
-		SocketMode:     "0660",
-		Listen:         "127.0.0.1:9464",
-		MaxLineBytes:   1 << 20,
-		ExpireAfter:    5 * time.Minute,
-		LogLevel:       "info",
-		MemoryLimitMiB: 8,
+		Socket:           schema.DefaultSocketPath(os.Getenv, os.Geteuid()),
+		SocketMode:       "0660",
+		Listen:           "127.0.0.1:9464",
+		MaxLineBytes:     1 << 20,
+		MaxTargets:       64,
+		MaxConnections:   64,
+		MaxBufferedBytes: 16 << 20,
+		ExpireAfter:      5 * time.Minute,
+		LogLevel:         "info",
+		MemoryLimitMiB:   8,
 	}
 }
 
 // Limits of Validate.
 const (
-	minLineBytes = 4 << 10  // a hello or a request event must fit
-	maxLineBytes = 64 << 20 // the per-connection buffer grows up to this
+	minLineBytes     = 4 << 10  // a hello or a request event must fit
+	maxLineBytes     = 64 << 20 // the per-connection buffer grows up to this
+	maxTargets       = 100_000
+	maxConnections   = 65_536
+	maxBufferedBytes = 1 << 30
 )
 
 // LoadConfig reads a TOML file over the defaults, strictly (config.Load):
@@ -120,6 +154,25 @@ func (c *Config) Validate() error {
 	if c.MaxLineBytes < minLineBytes || c.MaxLineBytes > maxLineBytes {
 		return fmt.Errorf("max_line_bytes: %d not in %d..%d", c.MaxLineBytes, minLineBytes, maxLineBytes)
 	}
+	if c.MaxTargets < 1 || c.MaxTargets > maxTargets {
+		return fmt.Errorf("max_targets: %d not in 1..%d", c.MaxTargets, maxTargets)
+	}
+	if c.MaxConnections < 1 || c.MaxConnections > maxConnections {
+		return fmt.Errorf("max_connections: %d not in 1..%d", c.MaxConnections, maxConnections)
+	}
+	if c.MaxBufferedBytes < c.MaxLineBytes || c.MaxBufferedBytes > maxBufferedBytes {
+		return fmt.Errorf("max_buffered_bytes: %d not in max_line_bytes (%d)..%d", c.MaxBufferedBytes, c.MaxLineBytes, maxBufferedBytes)
+	}
+	for _, f := range []struct {
+		key string
+		ids []int
+	}{{"allowed_uids", c.AllowedUIDs}, {"allowed_gids", c.AllowedGIDs}} {
+		for _, id := range f.ids {
+			if id < 0 || id > math.MaxUint32-1 {
+				return fmt.Errorf("%s: %d is not a uid or gid", f.key, id)
+			}
+		}
+	}
 	if c.ExpireAfter <= 0 {
 		return fmt.Errorf("expire_after: must be positive, got %q", c.ExpireAfter.String())
 	}
@@ -130,6 +183,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("memory_limit_mib: %d < 0", c.MemoryLimitMiB)
 	}
 	return c.OTLP.validate()
+}
+
+// peers returns the peer policy: the allowed uids and gids, or the
+// sidecar's own when both lists are empty.
+func (c *Config) peers() *peerPolicy {
+	p := &peerPolicy{}
+	for _, id := range c.AllowedUIDs {
+		p.uids = append(p.uids, uint32(id))
+	}
+	for _, id := range c.AllowedGIDs {
+		p.gids = append(p.gids, uint32(id))
+	}
+	if len(p.uids)+len(p.gids) == 0 {
+		p.uids, p.gids = []uint32{uint32(os.Geteuid())}, []uint32{uint32(os.Getegid())}
+	}
+	return p
 }
 
 // SocketFileMode parses SocketMode.

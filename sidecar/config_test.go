@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/picometer/picometer/schema"
 )
 
 const configDir = "../testdata/config/sidecar"
@@ -64,7 +66,7 @@ func TestConfigGoodValues(t *testing.T) {
 	}
 	want := Config{
 		Socket: "/run/picometer/events.sock", SocketMode: "0600", Listen: "0.0.0.0:19464",
-		MaxLineBytes: 65536, ExpireAfter: 90 * time.Second, LogLevel: "debug", MemoryLimitMiB: 32,
+		MaxLineBytes: 65536, MaxTargets: 16, MaxConnections: 8, MaxBufferedBytes: 1 << 20, AllowedUIDs: []int{1000, 1001}, AllowedGIDs: []int{2000}, ExpireAfter: 90 * time.Second, LogLevel: "debug", MemoryLimitMiB: 32,
 		OTLP: OTLPConfig{Endpoint: "https://otel.example:4318/v1/metrics", Protocol: "grpc",
 			Interval: 15 * time.Second, Timeout: 5 * time.Second,
 			Headers: map[string]string{"authorization": "Bearer token"}},
@@ -88,7 +90,7 @@ func TestConfigEmptyIsDefault(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Socket != "/tmp/picometer.sock" || cfg.Listen != "127.0.0.1:9464" || cfg.SocketMode != "0660" || cfg.MaxLineBytes != 1<<20 {
+	if cfg.Socket != schema.DefaultSocketPath(os.Getenv, os.Geteuid()) || cfg.Listen != "127.0.0.1:9464" || cfg.SocketMode != "0660" || cfg.MaxLineBytes != 1<<20 {
 		t.Fatalf("defaults changed: %+v", cfg)
 	}
 }

@@ -20,6 +20,28 @@
 // engine configuration). A rejected line is counted in
 // picometer_sidecar_decode_errors_total by its reason and skipped;
 // unsupported_version and line_too_long also close the connection.
+//
+// # Bounds
+//
+// Nothing a producer sends can grow the sidecar without bound (issue 13).
+// max_targets (64) caps the (model, engine) targets: a hello that would add
+// one more is refused (too_many_targets, the connection is closed); label
+// values are at most schema.MaxLabelBytes and label sets are schema's
+// closed ones. max_connections (64) caps the connections: one more is
+// closed at once (too_many_connections). A connection's line buffer starts
+// at 64 KiB and grows, up to max_line_bytes+1, only from a budget all
+// connections share (max_buffered_bytes, 16 MiB): a partial line that needs
+// more closes its connection (buffer_full). Series belong to their target
+// in the registry (a metrics.Set per target and family), so expiry drops a
+// target's series at once, and the global lock is taken per target, never
+// across the pass: 1,000 targets expire in milliseconds.
+// A hello that claims a boot another connection holds waits up to
+// BootInUseWait (1 s) for that connection to end (a reconnecting daemon may
+// say hello before the sidecar has read the end of its old connection),
+// then is refused (boot_in_use). A connecting process whose uid is not in
+// allowed_uids and whose gid is not in allowed_gids (SO_PEERCRED; by
+// default the sidecar's own uid and gid) is closed at once
+// (peer_not_allowed); peer.go, Linux only.
 // Out-of-set label values are rejected (invalid_field), never new series.
 // Request lines in the form daemons write them take schema.Decoder's fast
 // path, which yields the same event as schema.Decode (a differential fuzz
@@ -54,8 +76,16 @@
 // Gauges (running, waiting, slots: summed; KV-cache usage: a single boot's
 // value, else used over total blocks) and engine_info follow the connected
 // boots, or the last reporting one when none is connected. Sequence gaps
-// count as lost events; a repeated or older seq is stale_seq; the first event
-// the sidecar sees of a boot sets the baseline. When a target's last
+// count as lost events; a repeated or older seq on a connection is
+// stale_seq; the first event the sidecar sees of a boot sets the baseline.
+// The baseline belongs to the connection: a connection's first event is
+// compared with the boot's last one only to count a gap, so a connection
+// that claimed a boot with seq 2^64−1 cannot make another connection's
+// events stale. A boot that is connected cannot be claimed by a second
+// connection (boot_in_use, the connection is closed). Values are
+// range-checked by schema (token counts, durations, cumulative counts) and
+// an event that would take a counter past 2^63−1 is rejected whole
+// (invalid_field): counters never wrap. When a target's last
 // connection closes, its series stay until expire_after, then disappear
 // from both outputs.
 //

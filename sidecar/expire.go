@@ -13,29 +13,49 @@ import (
 // Expire removes every target whose connections all closed ExpireAfter ago
 // or earlier, and folds the oldest disconnected boots of live targets beyond
 // MaxDeadBoots into their retired totals. It returns the targets removed.
+//
+// The global lock is never held across the pass: the targets are listed
+// under it, then each is checked and removed under it on its own, and its
+// series are dropped whole (registry.dropOwner, O(families)) after it is
+// released; so a hello or a scrape waits for one target at most.
 func (a *Aggregator) Expire(now time.Time) int {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	ts := make([]*target, 0, len(a.targets))
+	for _, t := range a.targets {
+		ts = append(ts, t)
+	}
+	a.mu.Unlock()
 	removed := 0
-	for key, t := range a.targets {
-		t.mu.Lock()
-		if t.connected == 0 && now.Sub(t.idleSince) >= a.expireAfter {
-			for _, s := range t.series {
-				s.unregister()
-			}
-			t.series = nil
-			for id := range t.boots {
-				delete(a.boots, id)
-			}
-			delete(a.targets, key)
+	for _, t := range ts {
+		if a.expireOne(t, now) {
+			a.reg.dropOwner(t.own)
 			removed++
-			a.log.Info("daemon series expired", "model", key.model, "engine", key.engine)
-		} else {
-			t.foldDeadBoots()
+			a.log.Info("daemon series expired", "model", t.key.model, "engine", t.key.engine)
 		}
-		t.mu.Unlock()
 	}
 	return removed
+}
+
+// expireOne removes t from the aggregator if it has expired, else folds its
+// dead boots.
+func (a *Aggregator) expireOne(t *target, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.targets[t.key] != t {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.connected == 0 && now.Sub(t.idleSince) >= a.expireAfter {
+		t.series = nil
+		for id := range t.boots {
+			delete(a.boots, id)
+		}
+		delete(a.targets, t.key)
+		return true
+	}
+	t.foldDeadBoots()
+	return false
 }
 
 func (t *target) foldDeadBoots() {
@@ -56,7 +76,7 @@ func (t *target) foldDeadBoots() {
 			}
 		}
 		for i := range oldest.ints {
-			t.retInts[i] += oldest.ints[i]
+			t.retInts[i] = satAdd(t.retInts[i], oldest.ints[i])
 		}
 		for i := range oldest.flts {
 			t.retFlts[i] += oldest.flts[i]

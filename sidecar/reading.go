@@ -183,7 +183,7 @@ func (a *Aggregator) readHistograms(r *reading, sc *readScratch) {
 			clear(*h)
 		}
 		sc.buf.Reset()
-		fam.set.WritePrometheus(&sc.buf)
+		a.reg.writeFamily(&sc.buf, fam)
 		parseBuckets(sc.buf.Bytes(), fam.name, func(series string, i int, v uint64) {
 			ref, ok := sc.names[series]
 			if !ok || ref.hist != hi || i >= nb {

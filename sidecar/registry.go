@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,35 +24,96 @@ const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 // counts metrics.PrometheusHistogram does not give back). registry_test.go
 // covers it (golden expositions, promtool, escaping).
 
-// registry is the Prometheus side of the aggregation: one metrics.Set per
-// schema family, written after that family's own "# HELP" and "# TYPE"
-// lines. (metrics.ExposeMetadata would write an empty HELP, which promtool
-// rejects, so metadata comes from schema/ instead.)
+// registry is the Prometheus side of the aggregation. Series belong to an
+// owner (a target, or the sidecar itself), which has one metrics.Set per
+// schema family; a family is written after its own "# HELP" and "# TYPE"
+// lines as the sets of every owner in the owners' order.
+// (metrics.ExposeMetadata would write an empty HELP, which promtool rejects,
+// so metadata comes from schema/ instead.)
+//
+// Why per owner: metrics.Set.UnregisterMetric scans the set's whole list,
+// so removing a target's series one by one from shared sets was O(N²) in
+// the series (issue 13: 7 targets/s). Dropping an owner drops its sets
+// whole, O(families), and a single series removed scans only its owner's
+// series of that family. Owners are ordered by the label text their series
+// names start with, so the exposition is in the same order as with one
+// set per family (series sorted by name).
 type registry struct {
-	fams []*family // schema order
-	byID map[string]*family
+	fams   []*family // schema order
+	byID   map[string]*family
+	global *owner // the sidecar's own series
+
+	mu     sync.Mutex
+	owners atomic.Pointer[[]*owner] // sorted by key; replaced, never changed in place
 }
 
-// family is one schema family and its series.
+// family is one schema family.
 type family struct {
 	f      *schema.Family
-	index  int    // position in schema.Families
-	name   string // f.PromName()
-	header string // "# HELP …\n# TYPE …\n"
-	set    *metrics.Set
-	n      atomic.Int64 // series registered in set
+	index  int          // position in schema.Families
+	name   string       // f.PromName()
+	header string       // "# HELP …\n# TYPE …\n"
+	n      atomic.Int64 // series registered, over all owners
+}
+
+// owner holds the series of one target, or the sidecar's own.
+type owner struct {
+	r    *registry
+	key  string         // the label text its series names start with
+	sets []*metrics.Set // by family index
+	n    []atomic.Int64 // series registered, by family index
 }
 
 func newRegistry() *registry {
 	r := &registry{byID: make(map[string]*family, len(schema.Families))}
 	for i, f := range schema.Families {
 		name := f.PromName()
-		fam := &family{f: f, index: i, name: name, set: metrics.NewSet(),
+		fam := &family{f: f, index: i, name: name,
 			header: "# HELP " + name + " " + escapeHelp(f.Help) + "\n# TYPE " + name + " " + f.Kind.PromType() + "\n"}
 		r.fams = append(r.fams, fam)
 		r.byID[f.ID] = fam
 	}
+	r.owners.Store(&[]*owner{})
+	r.global = r.newOwner("")
 	return r
+}
+
+// newOwner adds an owner whose series names start with key (after the
+// family name).
+func (r *registry) newOwner(key string) *owner {
+	o := &owner{r: r, key: key, sets: make([]*metrics.Set, len(r.fams)), n: make([]atomic.Int64, len(r.fams))}
+	for i := range o.sets {
+		o.sets[i] = metrics.NewSet()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.owners.Load()
+	i, _ := slices.BinarySearchFunc(old, key, func(x *owner, k string) int { return strings.Compare(x.key, k) })
+	owners := slices.Insert(slices.Clone(old), i, o)
+	r.owners.Store(&owners)
+	return o
+}
+
+// dropOwner removes an owner and every series it has, at once.
+func (r *registry) dropOwner(o *owner) {
+	r.mu.Lock()
+	owners := slices.DeleteFunc(slices.Clone(*r.owners.Load()), func(x *owner) bool { return x == o })
+	r.owners.Store(&owners)
+	r.mu.Unlock()
+	for i := range o.n {
+		if n := o.n[i].Swap(0); n != 0 {
+			r.fams[i].n.Add(-n)
+		}
+	}
+}
+
+// writeFamily writes the series of fam, every owner's, without metadata.
+func (r *registry) writeFamily(w io.Writer, fam *family) {
+	for _, o := range *r.owners.Load() {
+		if o.n[fam.index].Load() > 0 {
+			o.sets[fam.index].WritePrometheus(w)
+		}
+	}
 }
 
 // family returns the family with the given schema ID; unknown IDs are a bug.
@@ -69,7 +131,7 @@ func (r *registry) WritePrometheus(w io.Writer) {
 			continue
 		}
 		io.WriteString(w, fam.header)
-		fam.set.WritePrometheus(w)
+		r.writeFamily(w, fam)
 	}
 }
 
@@ -123,13 +185,14 @@ type label struct {
 // seriesMeta identifies one series on both outputs.
 type seriesMeta struct {
 	fam   *family
+	own   *owner
 	name  string        // metrics.Set name: prom_name{label="value",…}
 	attrs attribute.Set // OTel attributes (schema keys)
 	start time.Time     // creation, the OTLP start time of cumulative points
 }
 
-func newMeta(fam *family, start time.Time, labels []label) seriesMeta {
-	m := seriesMeta{fam: fam, name: fam.name, start: start}
+func newMeta(o *owner, fam *family, start time.Time, labels []label) seriesMeta {
+	m := seriesMeta{fam: fam, own: o, name: fam.name, start: start}
 	if len(labels) == 0 {
 		m.attrs = *attribute.EmptySet()
 		return m
@@ -162,7 +225,8 @@ type series interface {
 func (m *seriesMeta) meta() *seriesMeta { return m }
 
 func (m *seriesMeta) unregister() {
-	if m.fam.set.UnregisterMetric(m.name) {
+	if m.own.sets[m.fam.index].UnregisterMetric(m.name) {
+		m.own.n[m.fam.index].Add(-1)
 		m.fam.n.Add(-1)
 	}
 }
@@ -244,19 +308,21 @@ type gaugeSeries struct {
 	g *metrics.Gauge
 }
 
-// register creates a series of family famID: build makes it from its
-// family and metadata, registering it in fam.set; then the family counts
-// it, so a scrape never writes a family's metadata before one of its series.
-func register[S any](r *registry, famID string, start time.Time, labels []label, build func(*family, seriesMeta) S) S {
-	fam := r.family(famID)
-	s := build(fam, newMeta(fam, start, labels))
+// register creates a series of family famID owned by o: build makes it
+// from its family and metadata, registering it in the owner's set; then
+// the family counts it, so a scrape never writes a family's metadata before
+// one of its series.
+func register[S any](o *owner, famID string, start time.Time, labels []label, build func(*family, *metrics.Set, seriesMeta) S) S {
+	fam := o.r.family(famID)
+	s := build(fam, o.sets[fam.index], newMeta(o, fam, start, labels))
+	o.n[fam.index].Add(1)
 	fam.n.Add(1)
 	return s
 }
 
-func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
-	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *histSeries {
-		h := &histSeries{seriesMeta: m, prom: fam.set.NewPrometheusHistogramExt(m.name, fam.f.Buckets)}
+func (o *owner) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *histSeries {
+		h := &histSeries{seriesMeta: m, prom: set.NewPrometheusHistogramExt(m.name, fam.f.Buckets)}
 		if shadow {
 			h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
 		}
@@ -264,21 +330,34 @@ func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ..
 	})
 }
 
-func (r *registry) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
-	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *counterSeries {
-		return &counterSeries{seriesMeta: m, c: fam.set.NewCounter(m.name)}
+func (o *owner) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
+	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *counterSeries {
+		return &counterSeries{seriesMeta: m, c: set.NewCounter(m.name)}
 	})
 }
 
-func (r *registry) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
-	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *floatCounterSeries {
-		return &floatCounterSeries{seriesMeta: m, c: fam.set.NewFloatCounter(m.name)}
+func (o *owner) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
+	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *floatCounterSeries {
+		return &floatCounterSeries{seriesMeta: m, c: set.NewFloatCounter(m.name)}
 	})
 }
 
 // newGauge registers a gauge; f, if not nil, computes its value on read.
-func (r *registry) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
-	return register(r, famID, start, labels, func(fam *family, m seriesMeta) *gaugeSeries {
-		return &gaugeSeries{seriesMeta: m, g: fam.set.NewGauge(m.name, f)}
+func (o *owner) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
+	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *gaugeSeries {
+		return &gaugeSeries{seriesMeta: m, g: set.NewGauge(m.name, f)}
 	})
+}
+
+// The registry's own constructors register the sidecar's own series.
+func (r *registry) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
+	return r.global.newHist(famID, start, shadow, labels...)
+}
+
+func (r *registry) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
+	return r.global.newCounter(famID, start, labels...)
+}
+
+func (r *registry) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
+	return r.global.newGauge(famID, start, f, labels...)
 }

@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
+
+	"github.com/picometer/picometer/schema"
 )
 
 // This file: binary_test.go and live_test.go cover it (the built binary, real
@@ -57,7 +60,8 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 		return nil, err
 	}
 	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
-	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter, Logger: opt.Logger})
+	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter,
+		MaxTargets: cfg.MaxTargets, MaxBufferedBytes: int64(cfg.MaxBufferedBytes), Logger: opt.Logger})
 	s.hist = newHistory(s.Agg)
 	if o.Enabled {
 		exp, err := NewExporter(ctx, o)
@@ -113,6 +117,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		debug.SetMemoryLimit(int64(s.cfg.MemoryLimitMiB) << 20)
 	}
 	mode, _ := s.cfg.SocketFileMode()
+	if s.cfg.Socket == schema.DefaultSocketPath(os.Getenv, os.Geteuid()) {
+		if err := PrepareSocketDir(filepath.Dir(s.cfg.Socket), os.Geteuid()); err != nil {
+			return err
+		}
+	}
 	sock, err := ListenSocket(s.cfg.Socket, mode)
 	if err != nil {
 		return err
@@ -137,7 +146,7 @@ func (s *Sidecar) Serve(ctx context.Context, sock, web net.Listener) error {
 	go func() { httpErr <- srv.Serve(web) }()
 	sockDone := make(chan struct{})
 	go func() {
-		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.log)
+		serveSocket(sock, s.Agg, s.cfg.MaxLineBytes, s.cfg.MaxConnections, s.cfg.peers(), s.log)
 		close(sockDone)
 	}()
 	tick := time.NewTicker(min(max(s.cfg.ExpireAfter/4, time.Second), time.Minute))

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/picometer/picometer/schema"
@@ -45,9 +48,44 @@ func ListenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
 	return ln, nil
 }
 
+// PrepareSocketDir makes dir, the directory of the default socket path,
+// ready: it is created with mode 0700 when missing, then it must be a
+// directory (not a symbolic link) owned by euid that no one else can write
+// (mode 0700 or 0750, nothing writable by group or others). A directory
+// someone else made first (a squatter's) is refused with an error naming
+// its owner. A configured socket path is the operator's choice (for
+// example the shared emptyDir of a Kubernetes pod) and is not checked.
+func PrepareSocketDir(dir string, euid int) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("socket directory %s: not a directory (mode %v); refusing it", dir, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid {
+		return fmt.Errorf("socket directory %s: owned by uid %d, not by this process's uid %d; refusing it (another user may have made it first)", dir, st.Uid, euid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("socket directory %s: mode %04o lets others write in it; refusing it (want 0700)", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
 // serveSocket accepts connections until ln is closed, each served on its
-// own goroutine; it returns when ln is closed and every connection ended.
-func serveSocket(ln net.Listener, a *Aggregator, maxLine int, log *slog.Logger) {
+// own goroutine, at most maxConns at once: one more is closed at once and
+// counted (too_many_connections). It returns when ln is closed and every
+// connection ended.
+//
+// A connection whose peer the policy does not allow is closed at once and
+// counted (peer_not_allowed).
+func serveSocket(ln net.Listener, a *Aggregator, maxLine, maxConns int, peers *peerPolicy, log *slog.Logger) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
@@ -61,9 +99,24 @@ func serveSocket(ln net.Listener, a *Aggregator, maxLine int, log *slog.Logger) 
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
+		if ok, uid, gid, err := peers.allows(nc); !ok {
+			a.self.reject(&schema.DecodeError{Reason: schema.ReasonPeerNotAllowed})
+			nc.Close()
+			log.Debug("daemon connection refused", "reason", schema.ReasonPeerNotAllowed, "uid", uid, "gid", gid, "err", err)
+			continue
+		}
 		mu.Lock()
-		open[nc] = true
+		full := len(open) >= maxConns
+		if !full {
+			open[nc] = true
+		}
 		mu.Unlock()
+		if full {
+			a.self.reject(&schema.DecodeError{Reason: schema.ReasonTooManyConnections})
+			nc.Close()
+			log.Debug("daemon connection refused", "reason", schema.ReasonTooManyConnections, "max_connections", maxConns)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,6 +153,8 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 	c := a.Connect()
 	defer c.Close()
 	lr := newLineReader(r, maxLine)
+	lr.budget = a.buffers
+	defer lr.release()
 	var dec schema.Decoder
 	var ev schema.Event
 	var st ConnStats
@@ -109,6 +164,16 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 		if lr.reads != reads {
 			reads = lr.reads
 			c.SetNow(a.now())
+		}
+		if err == errBufferFull {
+			st.Lines++
+			st.Rejected++
+			de := &schema.DecodeError{Reason: schema.ReasonBufferFull,
+				Msg: fmt.Sprintf("a partial line of %d bytes needs more buffer than the connections' shared max_buffered_bytes leaves; closing the connection", lr.end-lr.start)}
+			c.Reject(de)
+			log.Warn("daemon connection closed", "reason", de.Reason, "err", de.Msg)
+			st.Err = de
+			return st
 		}
 		if err == errLineTooLong {
 			st.Lines++
@@ -130,6 +195,9 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 		err = dec.Decode(line, &ev)
 		if err == nil {
 			err = c.Apply(&ev)
+			if schema.ReasonOf(err) == schema.ReasonBootInUse {
+				err = c.retryHello(&ev, a.bootWait)
+			}
 		}
 		if err == nil {
 			st.Applied++
@@ -142,7 +210,13 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 			c.Skip(&ev)
 		}
 		if closesConnection(reason) {
-			log.Warn("daemon connection closed", "reason", reason, "err", err)
+			// A refusal by a cap is logged at debug: a flood of them would
+			// flood the log too; the counter by reason is the signal.
+			level := slog.LevelWarn
+			if reason == schema.ReasonTooManyTargets || reason == schema.ReasonBootInUse {
+				level = slog.LevelDebug
+			}
+			log.Log(context.Background(), level, "daemon connection closed", "reason", reason, "err", err)
 			st.Err = err
 			return st
 		}
@@ -152,7 +226,50 @@ func ServeConn(r io.Reader, a *Aggregator, maxLine int, log *slog.Logger) ConnSt
 	}
 }
 
-var errLineTooLong = errors.New("line too long")
+var (
+	errLineTooLong = errors.New("line too long")
+	errBufferFull  = errors.New("buffer budget exhausted")
+)
+
+// budget is the bytes the connections' line buffers may grow by, together,
+// beyond their initial lineBufSize each.
+type budget struct{ left atomic.Int64 }
+
+func newBudget(n int64) *budget {
+	b := &budget{}
+	b.left.Store(n)
+	return b
+}
+
+// take reserves n bytes, or reports false when fewer are left.
+func (b *budget) take(n int64) bool {
+	if b.left.Add(-n) >= 0 {
+		return true
+	}
+	b.left.Add(n)
+	return false
+}
+
+func (b *budget) give(n int64) { b.left.Add(n) }
+
+// BootInUseWait is how long a hello that claims a connected boot waits for
+// that boot's other connection to end before it is refused (boot_in_use):
+// a daemon that reconnects after its connection broke may say hello before
+// the sidecar has read the end of the old one.
+const BootInUseWait = time.Second
+
+// retryHello applies the hello ev again every 10 ms until it is not refused
+// as boot_in_use or wait has passed.
+func (c *Conn) retryHello(ev *schema.Event, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		err := c.Apply(ev)
+		if schema.ReasonOf(err) != schema.ReasonBootInUse || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
 
 // lineReader splits a stream into lines of at most max bytes (newline
 // excluded). Its buffer starts small and grows to max+1 only while a long
@@ -164,7 +281,19 @@ type lineReader struct {
 	scanned    int // buf[start:scanned] holds no newline
 	max        int
 	err        error
-	reads      int // Read calls so far
+	reads      int     // Read calls so far
+	budget     *budget // growth beyond lineBufSize is taken from it (nil: unbounded)
+}
+
+// grown is the bytes of the buffer beyond its initial size.
+func (lr *lineReader) grown() int64 { return int64(max(len(lr.buf)-lineBufSize, 0)) }
+
+// release gives the grown bytes back to the budget.
+func (lr *lineReader) release() {
+	if lr.budget != nil {
+		lr.budget.give(lr.grown())
+	}
+	lr.buf = nil
 }
 
 const lineBufSize = 64 << 10
@@ -192,6 +321,9 @@ func (lr *lineReader) next() ([]byte, error) {
 		if lr.end-lr.start > lr.max {
 			return nil, errLineTooLong
 		}
+		if lr.err == errBufferFull {
+			return nil, errBufferFull
+		}
 		if lr.err != nil {
 			if lr.start < lr.end {
 				line := lr.buf[lr.start:lr.end]
@@ -211,9 +343,17 @@ func (lr *lineReader) fill() {
 	n := lr.end - lr.start
 	switch {
 	case n == 0 && len(lr.buf) > lineBufSize:
+		if lr.budget != nil {
+			lr.budget.give(lr.grown())
+		}
 		lr.buf = make([]byte, lineBufSize)
 	case n == len(lr.buf):
-		nb := make([]byte, min(2*len(lr.buf), lr.max+1))
+		size := min(2*len(lr.buf), lr.max+1)
+		if lr.budget != nil && !lr.budget.take(int64(max(size-lineBufSize, 0))-lr.grown()) {
+			lr.err = errBufferFull
+			return
+		}
+		nb := make([]byte, size)
 		copy(nb, lr.buf[lr.start:lr.end])
 		lr.buf = nb
 	case lr.start > 0:
@@ -232,5 +372,10 @@ func (lr *lineReader) fill() {
 // closesConnection reports whether a line rejected for reason ends its
 // connection: the rest of an unversioned or unframed stream cannot be trusted.
 func closesConnection(reason string) bool {
-	return reason == schema.ReasonUnsupportedVersion || reason == schema.ReasonLineTooLong
+	switch reason {
+	case schema.ReasonUnsupportedVersion, schema.ReasonLineTooLong, schema.ReasonBootInUse, schema.ReasonTooManyTargets,
+		schema.ReasonBufferFull:
+		return true
+	}
+	return false
 }

@@ -340,7 +340,8 @@ func globT(tb testing.TB, pattern string) []string {
 
 func TestClosesConnection(t *testing.T) {
 	for _, r := range schema.DecodeReasons {
-		want := r == schema.ReasonUnsupportedVersion || r == schema.ReasonLineTooLong
+		want := r == schema.ReasonUnsupportedVersion || r == schema.ReasonLineTooLong ||
+			r == schema.ReasonBootInUse || r == schema.ReasonTooManyTargets || r == schema.ReasonBufferFull
 		if closesConnection(r) != want {
 			t.Errorf("closesConnection(%s) = %v", r, !want)
 		}

@@ -36,6 +36,7 @@ var (
 type target struct {
 	a         *Aggregator
 	key       targetKey
+	own       *owner       // its series in the registry
 	base      []label      // model, engine
 	lastEvent atomic.Int64 // unix nanoseconds of the last event (sidecar clock)
 
@@ -110,9 +111,10 @@ func (a *Aggregator) newTarget(key targetKey) *target {
 		t.req[i].finished = make([]*counterSeries, nFinish)
 		t.req[i].failed = make([]*counterSeries, nErrTypes)
 	}
+	t.own = a.reg.newOwner(string(newMeta(nil, &family{}, now, t.base).name))
 	t.lastEvent.Store(now.UnixNano())
-	t.lost = t.add(a.reg.newCounter(schema.IDSidecarEventsLost, now, t.base...)).(*counterSeries)
-	t.age = t.add(a.reg.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
+	t.lost = t.add(t.own.newCounter(schema.IDSidecarEventsLost, now, t.base...)).(*counterSeries)
+	t.age = t.add(t.own.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
 		return float64(a.now().UnixNano()-t.lastEvent.Load()) / 1e9
 	}, t.base...)).(*gaugeSeries)
 	t.startRequestSeries()
@@ -171,30 +173,48 @@ func (t *target) labels(extra ...label) []label {
 }
 
 func (t *target) newHist(famID string, extra ...label) *histSeries {
-	return t.add(t.a.reg.newHist(famID, t.a.now(), t.a.shadow, t.labels(extra...)...)).(*histSeries)
+	return t.add(t.own.newHist(famID, t.a.now(), t.a.shadow, t.labels(extra...)...)).(*histSeries)
 }
 
 func (t *target) newCounter(famID string, extra ...label) *counterSeries {
-	return t.add(t.a.reg.newCounter(famID, t.a.now(), t.labels(extra...)...)).(*counterSeries)
+	return t.add(t.own.newCounter(famID, t.a.now(), t.labels(extra...)...)).(*counterSeries)
 }
 
 func (t *target) newGauge(famID string, extra ...label) *gaugeSeries {
-	return t.add(t.a.reg.newGauge(famID, t.a.now(), nil, t.labels(extra...)...)).(*gaugeSeries)
+	return t.add(t.own.newGauge(famID, t.a.now(), nil, t.labels(extra...)...)).(*gaugeSeries)
 }
 
-// sequence checks seq against the boot's last one: a repeat is stale_seq,
-// a gap adds the missing events to events_lost. The first event the sidecar
-// sees of a boot sets the baseline (what came before went to a previous
-// sidecar, or was counted by the daemon as dropped).
-func (t *target) sequence(b *boot, seq uint64) error {
-	if seq <= b.lastSeq {
+// sequence checks seq against the connection's last one: a repeat is
+// stale_seq, a gap adds the missing events to events_lost, and a jump of
+// more than schema.MaxCumulative (no daemon writes that many events) is
+// invalid_field. A connection's first event is checked against the boot's
+// last event on any connection: a gap there (events written to a connection
+// that broke) is lost too, but a lower number or an implausible jump only
+// sets the connection's baseline. So the first event the sidecar sees of a
+// boot sets the baseline (what came before went to a previous sidecar, or
+// was counted by the daemon as dropped), and a forged connection that
+// claimed the boot with a huge seq while its daemon was away can neither
+// make the daemon's own events stale nor count 2^64 events lost. The caller
+// holds the target's lock.
+func (c *Conn) sequence(seq uint64) error {
+	b := c.boot
+	last := c.lastSeq
+	switch {
+	case last == 0:
+		last = b.lastSeq
+		if seq <= last || seq-last > schema.MaxCumulative {
+			last = 0
+		}
+	case seq <= last:
 		return &schema.DecodeError{Reason: schema.ReasonStaleSeq,
-			Msg: fmt.Sprintf("seq %d of boot %q is not after %d", seq, b.id, b.lastSeq)}
+			Msg: fmt.Sprintf("seq %d of boot %q is not after %d", seq, b.id, last)}
+	case seq-last > schema.MaxCumulative:
+		return invalidField("seq %d of boot %q jumps more than %d past %d", seq, b.id, int64(schema.MaxCumulative), last)
 	}
-	if b.lastSeq != 0 && seq > b.lastSeq+1 {
-		t.lost.c.AddInt64(int64(seq - b.lastSeq - 1))
+	if last != 0 && seq > last+1 {
+		b.t.lost.addSat(seq - last - 1)
 	}
-	b.lastSeq = seq
+	c.lastSeq, b.lastSeq = seq, seq
 	return nil
 }
 
