@@ -90,7 +90,7 @@ func decodeMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 		if _, _, err := d.str("name"); err != nil {
 			return nil, err
 		}
-		content, err := decodeContent(d, p)
+		content, err := decodeContent(d, p, chatPartType)
 		if err != nil {
 			return nil, err
 		}
@@ -99,8 +99,11 @@ func decodeMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 	return msgs, nil
 }
 
-// decodeContent reads a message's content: a string or a list of text parts.
-func decodeContent(d *decoder, p string) (string, *apiError) {
+// decodeContent reads a message's content: a string or a list of text
+// parts, joined with "\n". partType checks each part's type (its path pp):
+// chatPartType for chat's "text" parts, inputPartType for the Responses
+// API's input_text/output_text parts.
+func decodeContent(d *decoder, p string, partType func(pp, typ string) *apiError) (string, *apiError) {
 	raw, ok := d.get("content")
 	if !ok {
 		return "", badRequest(p+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", p)
@@ -124,8 +127,8 @@ func decodeContent(d *decoder, p string) (string, *apiError) {
 		if err != nil {
 			return "", err
 		}
-		if typ != "text" {
-			return "", badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"text\" parts are supported, but got %q.", pp, typ)
+		if err := partType(pp, typ); err != nil {
+			return "", err
 		}
 		text, ok, err := pd.str("text")
 		if err != nil {
@@ -140,4 +143,12 @@ func decodeContent(d *decoder, p string) (string, *apiError) {
 		sb.WriteString(text)
 	}
 	return sb.String(), nil
+}
+
+// chatPartType accepts chat's text parts.
+func chatPartType(pp, typ string) *apiError {
+	if typ != "text" {
+		return badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"text\" parts are supported, but got %q.", pp, typ)
+	}
+	return nil
 }

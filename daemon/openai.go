@@ -145,13 +145,10 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 	if err := d.common(r, vocab); err != nil {
 		return err
 	}
-	if v, ok, err := d.integer("max_completion_tokens"); err != nil {
+	if set, err := d.maxTokens("max_completion_tokens", &r.MaxTokens); err != nil {
 		return err
-	} else if ok {
-		if v < 1 || v > math.MaxInt32 {
-			return badRequest("max_completion_tokens", "invalid_value", "Invalid 'max_completion_tokens': expected a value >= 1, but got %d instead.", v)
-		}
-		r.MaxTokens, r.MaxTokensParam = int(v), "max_completion_tokens"
+	} else if set {
+		r.MaxTokensParam = "max_completion_tokens"
 	}
 	if r.Logprobs, _, err = d.boolean("logprobs"); err != nil {
 		return err
@@ -191,24 +188,23 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 	return nil
 }
 
-// common decodes the parameters both endpoints share; vocab is the
-// vocabulary size top_k is clamped to.
-func (d *decoder) common(r *genRequest, vocab int) *apiError {
-	var err *apiError
-	if r.Model, _, err = d.str("model"); err != nil {
-		return err
+// maxTokens reads an output-token limit named key (max_tokens,
+// max_completion_tokens, max_output_tokens) into *dst: at least 1. It
+// reports whether the request set it.
+func (d *decoder) maxTokens(key string, dst *int) (bool, *apiError) {
+	v, ok, err := d.integer(key)
+	if err != nil || !ok {
+		return false, err
 	}
-	if r.User, _, err = d.str("user"); err != nil {
-		return err
+	if v < 1 || v > math.MaxInt32 {
+		return false, badRequest(key, "invalid_value", "Invalid '%s': expected a value >= 1, but got %d instead.", key, v)
 	}
-	if v, ok, err := d.integer("max_tokens"); err != nil {
-		return err
-	} else if ok {
-		if v < 1 || v > math.MaxInt32 {
-			return badRequest("max_tokens", "invalid_value", "Invalid 'max_tokens': expected a value >= 1, but got %d instead.", v)
-		}
-		r.MaxTokens = int(v)
-	}
+	*dst = int(v)
+	return true, nil
+}
+
+// temperatureTopP reads temperature ([0, 2]; 0 is greedy) and top_p ((0, 1]).
+func (d *decoder) temperatureTopP(r *genRequest) *apiError {
 	if v, ok, err := d.number("temperature"); err != nil {
 		return err
 	} else if ok {
@@ -224,6 +220,25 @@ func (d *decoder) common(r *genRequest, vocab int) *apiError {
 			return badRequest("top_p", "invalid_value", "Invalid 'top_p': expected a value in (0, 1], but got %v instead.", v)
 		}
 		r.TopP = float32(v)
+	}
+	return nil
+}
+
+// common decodes the parameters both endpoints share; vocab is the
+// vocabulary size top_k is clamped to.
+func (d *decoder) common(r *genRequest, vocab int) *apiError {
+	var err *apiError
+	if r.Model, _, err = d.str("model"); err != nil {
+		return err
+	}
+	if r.User, _, err = d.str("user"); err != nil {
+		return err
+	}
+	if _, err := d.maxTokens("max_tokens", &r.MaxTokens); err != nil {
+		return err
+	}
+	if err := d.temperatureTopP(r); err != nil {
+		return err
 	}
 	if v, ok, err := d.integer("top_k"); err != nil {
 		return err

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -70,29 +69,11 @@ func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
 	msgs = append(msgs, in...)
 	r.Prompt, r.Messages = renderChat(nil, msgs), msgs
 
-	if v, ok, err := d.integer("max_output_tokens"); err != nil {
+	if _, err := d.maxTokens("max_output_tokens", &r.MaxTokens); err != nil {
 		return err
-	} else if ok {
-		if v < 1 || v > math.MaxInt32 {
-			return badRequest("max_output_tokens", "invalid_value", "Invalid 'max_output_tokens': expected a value >= 1, but got %d instead.", v)
-		}
-		r.MaxTokens = int(v)
 	}
-	if v, ok, err := d.number("temperature"); err != nil {
+	if err := d.temperatureTopP(r); err != nil {
 		return err
-	} else if ok {
-		if v < 0 || v > 2 {
-			return badRequest("temperature", "invalid_value", "Invalid 'temperature': expected a value in [0, 2], but got %v instead.", v)
-		}
-		r.Temperature = float32(v)
-	}
-	if v, ok, err := d.number("top_p"); err != nil {
-		return err
-	} else if ok {
-		if v <= 0 || v > 1 {
-			return badRequest("top_p", "invalid_value", "Invalid 'top_p': expected a value in (0, 1], but got %v instead.", v)
-		}
-		r.TopP = float32(v)
 	}
 	if r.Stream, _, err = d.boolean("stream"); err != nil {
 		return err
@@ -201,7 +182,7 @@ func decodeInput(raw json.RawMessage) ([]chatMessage, *apiError) {
 		default:
 			return nil, badRequest(p+".role", "invalid_value", "Invalid value for '%s.role': %s is not one of system, developer, user or assistant.", p, strconv.Quote(role))
 		}
-		content, err := decodeInputContent(d, p)
+		content, err := decodeContent(d, p, inputPartType)
 		if err != nil {
 			return nil, err
 		}
@@ -210,52 +191,17 @@ func decodeInput(raw json.RawMessage) ([]chatMessage, *apiError) {
 	return msgs, nil
 }
 
-// decodeInputContent reads a message item's content: a string or a list
-// of input_text/output_text parts, joined with "\n" (as chat's text parts).
-func decodeInputContent(d *decoder, p string) (string, *apiError) {
-	raw, ok := d.get("content")
-	if !ok {
-		return "", badRequest(p+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", p)
+// inputPartType accepts the Responses API's text parts (input_text,
+// output_text) and names the media ones it cannot read.
+func inputPartType(pp, typ string) *apiError {
+	switch typ {
+	case "input_text", "output_text":
+		return nil
+	case "input_image", "input_file", "input_audio":
+		return badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': %s; this model reads text only (input_text or output_text parts).", pp, strconv.Quote(typ))
+	default:
+		return badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"input_text\" and \"output_text\" parts are supported, but got %s.", pp, strconv.Quote(typ))
 	}
-	if raw[0] == '"' {
-		s, _, err := d.str("content")
-		return s, err
-	}
-	var parts []json.RawMessage
-	if raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
-		return "", d.typeErr("content", "a string or an array of text parts", raw)
-	}
-	var sb strings.Builder
-	for j, part := range parts {
-		pp := fmt.Sprintf("%s.content[%d]", p, j)
-		pd, err := newDecoderPrefixed(part, pp+".")
-		if err != nil {
-			return "", err
-		}
-		typ, _, err := pd.str("type")
-		if err != nil {
-			return "", err
-		}
-		switch typ {
-		case "input_text", "output_text":
-		case "input_image", "input_file", "input_audio":
-			return "", badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': %s; this model reads text only (input_text or output_text parts).", pp, strconv.Quote(typ))
-		default:
-			return "", badRequest(pp+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"input_text\" and \"output_text\" parts are supported, but got %s.", pp, strconv.Quote(typ))
-		}
-		text, ok, err := pd.str("text")
-		if err != nil {
-			return "", err
-		}
-		if !ok {
-			return "", badRequest(pp+".text", "missing_required_parameter", "Missing required parameter: '%s.text'.", pp)
-		}
-		if j > 0 {
-			sb.WriteByte('\n')
-		}
-		sb.WriteString(text)
-	}
-	return sb.String(), nil
 }
 
 // Response statuses.

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bufio"
 	"net"
-	"runtime/debug"
 	"strconv"
 
 	"github.com/picometer/picometer/schema"
@@ -68,19 +67,8 @@ func (e *responseEvents) response(typ string, text []byte, finish string, b *sch
 // first failed Flush means the client left: the request is cancelled in
 // the engine, as in [Daemon.stream].
 func (d *Daemon) streamResponse(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("BUG: panic streaming a response", "id", s.id, "panic", r, "stack", string(debug.Stack()))
-			d.loop.cancel(s, schema.ErrOther)
-		}
-	}()
-	flush := func() bool {
-		if err := w.Flush(); err != nil {
-			d.loop.cancel(s, schema.ErrCancelled)
-			return false
-		}
-		return true
-	}
+	defer d.recoverStream(s)
+	flush := d.flushOrCancel(w, s)
 	e := responseEvents{m: m, buf: make([]byte, 0, 1024)}
 	d.armWrite(conn)
 	e.response("response.created", nil, "", nil)

@@ -13,6 +13,27 @@ import (
 // and the write deadline armed before each batch of them. server_test.go
 // (streams, abandoned streams, stalls) and e2e_test.go cover it.
 
+// recoverStream, deferred by a stream writer, turns a panic into a logged
+// BUG and cancels the request in the engine.
+func (d *Daemon) recoverStream(s *seq) {
+	if r := recover(); r != nil {
+		d.log.Error("BUG: panic streaming a response", "id", s.id, "panic", r, "stack", string(debug.Stack()))
+		d.loop.cancel(s, schema.ErrOther)
+	}
+}
+
+// flushOrCancel returns a stream writer's flush: the first failed Flush
+// means the client left, and the request is cancelled in the engine.
+func (d *Daemon) flushOrCancel(w *bufio.Writer, s *seq) func() bool {
+	return func() bool {
+		if err := w.Flush(); err != nil {
+			d.loop.cancel(s, schema.ErrCancelled)
+			return false
+		}
+		return true
+	}
+}
+
 // stream writes a request's server-sent events: one chunk per engine run
 // that produced text (or tokens, when token ids or continuous usage are
 // asked), a last chunk with the finish reason, the usage chunk when asked,
@@ -21,19 +42,8 @@ import (
 // in the engine (finish reason abort, error type cancelled); so does a
 // client that leaves while its stream is silent (see [waiter]).
 func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("BUG: panic streaming a response", "id", s.id, "panic", r, "stack", string(debug.Stack()))
-			d.loop.cancel(s, schema.ErrOther)
-		}
-	}()
-	flush := func() bool {
-		if err := w.Flush(); err != nil {
-			d.loop.cancel(s, schema.ErrCancelled)
-			return false
-		}
-		return true
-	}
+	defer d.recoverStream(s)
+	flush := d.flushOrCancel(w, s)
 	buf := make([]byte, 0, 512)
 	if m.op == schema.OpChat {
 		d.armWrite(conn)
