@@ -30,6 +30,9 @@ func decodeErr(reason, format string, args ...any) *DecodeError {
 // ReasonOf returns the decode reason of err, or "" if err is not a
 // *DecodeError.
 func ReasonOf(err error) string {
+	if err == nil { // errors.As would still move de to the heap: one allocation per applied line
+		return ""
+	}
 	var de *DecodeError
 	if errors.As(err, &de) {
 		return de.Reason

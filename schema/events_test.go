@@ -427,3 +427,15 @@ func TestMLCMetrics(t *testing.T) {
 	f("failed", RequestBody{AdmittedUS: -1, FirstTokenUS: -1, LastTokenUS: -1, FinishUS: 35},
 		MLCRequestMetrics{EndToEndLatencyS: 0.000035})
 }
+
+// TestReasonOfAllocatesNothing: the sidecar asks ReasonOf of every applied
+// line's nil error; errors.As alone moved its target to the heap, one
+// allocation per event on the ingest path.
+func TestReasonOfAllocatesNothing(t *testing.T) {
+	if allocs := testing.AllocsPerRun(100, func() { _ = ReasonOf(nil) }); allocs != 0 {
+		t.Errorf("ReasonOf(nil) allocates %v times", allocs)
+	}
+	if got := ReasonOf(&DecodeError{Reason: ReasonInvalidField}); got != ReasonInvalidField {
+		t.Errorf("ReasonOf(invalid_field error) = %q", got)
+	}
+}
