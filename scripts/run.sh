@@ -15,7 +15,14 @@ cd "$(dirname "$0")/.."
 DAEMON=bin/picometerd
 SIDECAR=bin/picometer-sidecar
 MODEL=${PICOMETER_MODEL:-${MODEL:-build/models/default.gguf}}
-SOCKET=${PICOMETER_SOCKET:-/tmp/picometer.sock}
+# The metrics socket: PICOMETER_SOCKET, else both programs' default
+# ($XDG_RUNTIME_DIR/picometer/metrics.sock, /run/picometer/metrics.sock as
+# root, else /tmp/picometer-UID/), whose directory the sidecar creates 0700
+# and checks, so no other user can take the path first.
+sidecar_socket=() daemon_socket=()
+if [[ -n ${PICOMETER_SOCKET:-} ]]; then
+	sidecar_socket=(--socket "$PICOMETER_SOCKET") daemon_socket=(--metrics-socket "$PICOMETER_SOCKET")
+fi
 DAEMON_ADDR=${PICOMETER_LISTEN:-127.0.0.1:8000}
 METRICS_ADDR=${PICOMETER_METRICS_LISTEN:-127.0.0.1:9464}
 PROM_ADDR=${PICOMETER_PROM_LISTEN:-127.0.0.1:9090}
@@ -68,9 +75,9 @@ trap stop INT TERM EXIT
 # lines (shutdown, final flush) they print.
 prefix() { trap '' INT; sed -u "s/^/[$1] /"; }
 
-setsid "$SIDECAR" --socket "$SOCKET" --listen "$METRICS_ADDR" > >(prefix sidecar) 2>&1 &
+setsid "$SIDECAR" "${sidecar_socket[@]}" --listen "$METRICS_ADDR" > >(prefix sidecar) 2>&1 &
 pids+=($!)
-"$DAEMON" --model "$MODEL" --listen "$DAEMON_ADDR" --metrics-socket "$SOCKET" "${context_flag[@]}" > >(prefix daemon) 2>&1 &
+"$DAEMON" --model "$MODEL" --listen "$DAEMON_ADDR" "${daemon_socket[@]}" "${context_flag[@]}" > >(prefix daemon) 2>&1 &
 daemon_pid=$!
 
 if [[ ${PICOMETER_STACK:-} == 1 ]]; then
