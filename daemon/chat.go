@@ -68,21 +68,9 @@ func decodeMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		role, ok, err := d.str("role")
+		role, err := decodeRole(d, p)
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			return nil, badRequest(p+".role", "missing_required_parameter", "Missing required parameter: '%s.role'.", p)
-		}
-		switch role {
-		case "system", "user", "assistant":
-		case "developer":
-			role = "system"
-		case "tool", "function":
-			return nil, badRequest(p+".role", "unsupported_parameter", "Unsupported value for '%s.role': %q messages are not supported (no tool calling).", p, role)
-		default:
-			return nil, badRequest(p+".role", "invalid_value", "Invalid value for '%s.role': %q is not one of system, developer, user or assistant.", p, role)
 		}
 		if _, ok := d.get("tool_calls"); ok {
 			return nil, badRequest(p+".tool_calls", "unsupported_parameter", "Unsupported parameter '%s.tool_calls': tool calling is not supported.", p)
@@ -97,6 +85,29 @@ func decodeMessages(raw json.RawMessage) ([]chatMessage, *apiError) {
 		msgs = append(msgs, chatMessage{Role: role, Content: content})
 	}
 	return msgs, nil
+}
+
+// decodeRole reads a message's role: system, user or assistant, with
+// developer read as system; tool and function messages are refused (no tool
+// calling). Chat messages and Responses message items share it.
+func decodeRole(d *decoder, p string) (string, *apiError) {
+	role, ok, err := d.str("role")
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", badRequest(p+".role", "missing_required_parameter", "Missing required parameter: '%s.role'.", p)
+	}
+	switch role {
+	case "system", "user", "assistant":
+		return role, nil
+	case "developer":
+		return "system", nil
+	case "tool", "function":
+		return "", badRequest(p+".role", "unsupported_parameter", "Unsupported value for '%s.role': %q messages are not supported (no tool calling).", p, role)
+	default:
+		return "", badRequest(p+".role", "invalid_value", "Invalid value for '%s.role': %q is not one of system, developer, user or assistant.", p, role)
+	}
 }
 
 // decodeContent reads a message's content: a string or a list of text

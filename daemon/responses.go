@@ -168,19 +168,9 @@ func decodeInput(raw json.RawMessage) ([]chatMessage, *apiError) {
 		if ok && typ != "message" {
 			return nil, badRequest(p+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"message\" items are supported (no tool calls, reasoning items or item references), but got %s.", p, strconv.Quote(typ))
 		}
-		role, ok, err := d.str("role")
+		role, err := decodeRole(d, p)
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			return nil, badRequest(p+".role", "missing_required_parameter", "Missing required parameter: '%s.role'.", p)
-		}
-		switch role {
-		case "system", "user", "assistant":
-		case "developer":
-			role = "system"
-		default:
-			return nil, badRequest(p+".role", "invalid_value", "Invalid value for '%s.role': %s is not one of system, developer, user or assistant.", p, strconv.Quote(role))
 		}
 		content, err := decodeContent(d, p, inputPartType)
 		if err != nil {

@@ -271,7 +271,7 @@ func TestResponsesErrors(t *testing.T) {
 	f(`{"input":"x","text":{"format":{"type":"json_schema"}}}`, "text.format", "unsupported_parameter")
 	f(`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[0].type", "unsupported_parameter")
 	f(`{"input":[{"type":"function_call_output","call_id":"c","output":"o"}]}`, "input[0].type", "unsupported_parameter")
-	f(`{"input":[{"role":"tool","content":"x"}]}`, "input[0].role", "invalid_value")
+	f(`{"input":[{"role":"tool","content":"x"}]}`, "input[0].role", "unsupported_parameter") // as in chat: no tool calling
 	f(`{"input":[{"content":"x"}]}`, "input[0].role", "missing_required_parameter")
 	f(`{"input":"x","max_output_tokens":0}`, "max_output_tokens", "invalid_value")
 	f(`{"input":"x","max_output_tokens":1000}`, "max_output_tokens", "context_length_exceeded")
