@@ -8,19 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/picometer/picometer/alerts"
+	"github.com/picometer/picometer/internal/genfiles"
 )
 
 func main() {
 	dir := flag.String("dir", "alerts", "the alerts/ directory to write into")
 	flag.Parse()
-	for name, data := range alerts.Files() {
-		path := filepath.Join(*dir, name)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "genrules:", err)
-			os.Exit(1)
-		}
+	if err := genfiles.Write(*dir, alerts.Files()); err != nil {
+		fmt.Fprintln(os.Stderr, "genrules:", err)
+		os.Exit(1)
 	}
 }

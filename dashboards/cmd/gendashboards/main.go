@@ -6,18 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/picometer/picometer/dashboards"
+	"github.com/picometer/picometer/internal/genfiles"
 )
 
 func main() {
 	dir := flag.String("dir", "dashboards", "the dashboards/ directory to write into")
 	flag.Parse()
-	for name, data := range dashboards.Files() {
-		if err := os.WriteFile(filepath.Join(*dir, name), data, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "gendashboards:", err)
-			os.Exit(1)
-		}
+	if err := genfiles.Write(*dir, dashboards.Files()); err != nil {
+		fmt.Fprintln(os.Stderr, "gendashboards:", err)
+		os.Exit(1)
 	}
 }
