@@ -63,6 +63,13 @@ func TestMain(m *testing.M) {
 func open(t testing.TB, mod func(*Config)) *Engine {
 	t.Helper()
 	path, _ := tinyModel(t)
+	return openFile(t, path, mod)
+}
+
+// openFile opens the model at path with the default configuration changed
+// by mod (nil: none), closing it when t ends.
+func openFile(t testing.TB, path string, mod func(*Config)) *Engine {
+	t.Helper()
 	cfg := DefaultConfig()
 	if mod != nil {
 		mod(&cfg)

@@ -61,16 +61,7 @@ func shapeFile(t testing.TB, name string) (string, *reference.Model) {
 func openShape(t testing.TB, name string, mod func(*Config)) *Engine {
 	t.Helper()
 	path, _ := shapeFile(t, name)
-	cfg := DefaultConfig()
-	if mod != nil {
-		mod(&cfg)
-	}
-	e, err := Open(path, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return openFile(t, path, mod)
 }
 
 // worstDiff is the largest |a - b| over the logits of every position.

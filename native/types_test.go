@@ -60,16 +60,7 @@ func typedModel(t testing.TB, typ string) (string, *reference.Model) {
 func openTyped(t testing.TB, typ string, mod func(*Config)) *Engine {
 	t.Helper()
 	path, _ := typedModel(t, typ)
-	cfg := DefaultConfig()
-	if mod != nil {
-		mod(&cfg)
-	}
-	e, err := Open(path, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return openFile(t, path, mod)
 }
 
 // TestTypesWeightsAsStored: the C loader's view of every matrix,
