@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actquant.h"
 #include "kernels.h"
 #include "arch.h"
 #include "rope.h"
@@ -116,6 +117,7 @@ struct pm_engine {
 	int owns_model;
 	const pm_kernels *k;
 	pm_dequant_fn dq[PM_TYPE_COUNT]; /* row dequantizers of the chosen kernel set */
+	pm_qmm qmm[PM_TYPE_COUNT];       /* integer kernels (actquant.h); fn NULL: float path */
 
 	/* model shape */
 	int dim, n_layers, n_heads, n_kv_heads, hd, qdim, kvdim, ffn, vocab, ctx;
@@ -167,6 +169,8 @@ struct pm_engine {
 	float *att_scratch; /* [threads][heads per kv head][ctx] scores */
 	float *w_scratch;   /* [threads][w_scratch_len] dequantized weight tiles */
 	size_t w_scratch_len; /* 4 rows of the widest matrix */
+	char *a_scratch;      /* [threads][a_scratch_len] quantized activations */
+	size_t a_scratch_len; /* max_rows quantized rows of the widest matrix */
 	int32_t *row_tok;   /* [max_rows] */
 	int32_t *row_pos;   /* [max_rows] */
 	int32_t *row_slot;  /* [max_rows] */
@@ -357,7 +361,13 @@ static void mm_task(pm_engine *e, const void *arg, int t, int nt)
 	int m0 = (int)((int64_t)tiles * t / nt) * 4, m1 = (int)((int64_t)tiles * (t + 1) / nt) * 4;
 	if (m1 > m)
 		m1 = m;
-	if (m0 < m1)
+	if (m0 >= m1)
+		return;
+	pm_qmm q = e->qmm[j->w->type];
+	if (q.fn && j->w->cols % q.block == 0)
+		pm_matmul_q(q, j->out, (size_t)m, j->x, (size_t)j->w->cols, j->w, j->n, m0, m1,
+			    e->a_scratch + (size_t)t * e->a_scratch_len);
+	else
 		pm_matmul_w(e->k, e->dq[j->w->type], j->out, (size_t)m, j->x, j->w, j->n, m0, m1,
 			    e->w_scratch + (size_t)t * e->w_scratch_len);
 }
@@ -465,8 +475,10 @@ static int select_kernels(pm_engine *e)
 	int rc = pick_kernels(e);
 	if (rc)
 		return rc;
-	for (uint32_t t = 0; t < PM_TYPE_COUNT; t++)
+	for (uint32_t t = 0; t < PM_TYPE_COUNT; t++) {
 		e->dq[t] = pm_dequant(t, e->k != &pm_kernels_portable);
+		e->qmm[t] = pm_qmm_for(t, e->k != &pm_kernels_portable);
+	}
 	return PM_OK;
 }
 
@@ -1572,6 +1584,9 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	widest = widest > e->ffn ? widest : e->ffn;
 	e->w_scratch_len = (size_t)4 * widest;
 	ALLOC(e->w_scratch, (size_t)e->cfg.threads * e->w_scratch_len);
+	/* 32-blocks take the most bytes per element (actquant.h) */
+	e->a_scratch_len = (size_t)e->max_rows * ((size_t)(widest + 31) / 32) * sizeof(pm_act32);
+	ALLOC(e->a_scratch, (size_t)e->cfg.threads * e->a_scratch_len);
 	ALLOC(e->row_tok, e->max_rows);
 	ALLOC(e->row_pos, e->max_rows);
 	ALLOC(e->row_slot, e->max_rows);
@@ -1646,6 +1661,7 @@ void pm_engine_free(pm_engine *e)
 	free(e->logits);
 	free(e->att_scratch);
 	free(e->w_scratch);
+	free(e->a_scratch);
 	free(e->row_tok);
 	free(e->row_pos);
 	free(e->row_slot);

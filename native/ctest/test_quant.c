@@ -5,10 +5,15 @@
  *   operations), on random blocks of every type;
  * - hand-worked blocks decode to the values their layout defines;
  * - pm_matmul_w is batch-, tile- and split-invariant for every type, and
- *   bitwise the F32 matmul of the dequantized rows.
+ *   bitwise the F32 matmul of the dequantized rows;
+ * - the activation quantizers follow actquant.h's rule on hand-worked
+ *   blocks, and every type with an integer kernel (pm_qmm_for) computes
+ *   the product of its dequantized rows and the dequantized activations,
+ *   batch- and split-invariant, in both kernel sets.
  * (The Go tests check the C dequantizers against the Go codecs and the
  * engine's logits against the Go reference, per type.)
  */
+#include "actquant.h"
 #include "kernels.h"
 #include "weights.h"
 
@@ -190,6 +195,98 @@ static void test_matmul_w(const pm_kernels *k)
 	}
 }
 
+/* The rule of actquant.h on hand-worked blocks: amax 127 makes d exactly
+ * 1, so the codes are x rounded half to even (the Go reference's
+ * TestQuantActGolden works the same block). */
+static void test_act_golden(void)
+{
+	float x[256] = {127, 0.5f, 1.5f, 2.5f, -2.5f, -0.49f, 3.51f, -127};
+	const int8_t want[8] = {127, 0, 2, 2, -2, 0, 4, -127};
+	pm_act32 a[8];
+	pm_quant_act32(a, x, 256);
+	CHECK(a[0].d == 1.0f && a[0].s == 1.0f * (127 + 2 + 2 - 2 + 4 - 127), "d %g s %g", a[0].d,
+	      a[0].s);
+	for (int i = 0; i < 32; i++)
+		CHECK(a[0].q[i] == (i < 8 ? want[i] : 0), "q[%d] = %d", i, a[0].q[i]);
+	CHECK(a[1].d == 0 && a[1].s == 0 && a[1].q[0] == 0, "zero block: d %g", a[1].d);
+	static pm_act256 b;
+	pm_quant_act256(&b, x, 256);
+	CHECK(b.d == 1.0f && b.bsums[0] == 127 + 2 + 2 - 2 + 4 - 127 && b.bsums[1] == 0, "d %g bsums %d %d",
+	      b.d, b.bsums[0], b.bsums[1]);
+	for (int i = 0; i < 256; i++)
+		CHECK(b.q[i] == (i < 8 ? want[i] : 0), "q[%d] = %d", i, b.q[i]);
+	CHECK(pm_act_row_bytes(32, 64) == 2 * sizeof(pm_act32) &&
+		      pm_act_row_bytes(256, 512) == 2 * sizeof(pm_act256) &&
+		      pm_act_row_bytes(256, 32) == 0 && pm_act_row_bytes(16, 32) == 0,
+	      "pm_act_row_bytes");
+}
+
+/* test_qmm checks every type's integer kernel of one set: against the
+ * double product of the dequantized weights and activations, row r of a
+ * batch bitwise row r alone, and any split of the weight rows bitwise the
+ * whole. Returns how many types have a kernel. */
+static int test_qmm(int avx2)
+{
+	enum { M = 13, K = 512, N = 5 };
+	static uint8_t wb[M * K * 4];
+	static float x[N * K], out[N * M], one[M], part[N * M], wf[K];
+	static char scratch[N * K * 2];
+	int kernels = 0;
+	for (size_t t = 0; t < N_TYPES; t++) {
+		uint32_t ty = all_types[t];
+		pm_qmm q = pm_qmm_for(ty, avx2);
+		if (!q.fn)
+			continue;
+		kernels++;
+		CHECK(q.block == 32 || q.block == 256, "type %u: block %d", ty, q.block);
+		random_rows(wb, ty, M, K);
+		for (int i = 0; i < N * K; i++)
+			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K)};
+		pm_matmul_q(q, out, M, x, K, &w, N, 0, M, scratch);
+		/* the activations as the kernel saw them */
+		static float xd[N * K];
+		size_t rb = pm_act_row_bytes(q.block, K);
+		for (int r = 0; r < N; r++)
+			for (int i = 0; i < K; i++) {
+				const char *row = scratch + (size_t)r * rb;
+				if (q.block == 32) {
+					const pm_act32 *a = (const pm_act32 *)row + i / 32;
+					xd[r * K + i] = a->d * (float)a->q[i % 32];
+				} else {
+					const pm_act256 *a = (const pm_act256 *)row + i / 256;
+					xd[r * K + i] = a->d * (float)a->q[i % 256];
+				}
+			}
+		pm_dequant_fn dq = pm_dequant(ty, 0);
+		for (int m = 0; m < M; m++) {
+			dq(wf, pm_weight_row(&w, m), K);
+			for (int r = 0; r < N; r++) {
+				double s = 0, mag = 0;
+				for (int i = 0; i < K; i++) {
+					s += (double)wf[i] * xd[r * K + i];
+					mag += fabs((double)wf[i] * xd[r * K + i]);
+				}
+				double got = out[r * M + m];
+				CHECK(fabs(got - s) <= 1e-5 * mag + 1e-6, "%s type %u row %d out %d: %g, want %g",
+				      avx2 ? "avx2" : "portable", ty, r, m, got, s);
+			}
+		}
+		pm_matmul_q(q, part, M, x, K, &w, N, 0, 4, scratch);
+		pm_matmul_q(q, part, M, x, K, &w, N, 4, 9, scratch);
+		pm_matmul_q(q, part, M, x, K, &w, N, 9, M, scratch);
+		CHECK(memcmp(part, out, sizeof out) == 0, "%s type %u: a split changed a result",
+		      avx2 ? "avx2" : "portable", ty);
+		for (int r = 0; r < N; r++) {
+			pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
+			CHECK(memcmp(one, out + (size_t)r * M, sizeof one) == 0,
+			      "%s type %u: row %d alone != in a batch of %d", avx2 ? "avx2" : "portable", ty, r,
+			      N);
+		}
+	}
+	return kernels;
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -205,6 +302,14 @@ int main(int argc, char **argv)
 	if (pm_kernels_avx2()) {
 		printf("typed matmul invariance (avx2)\n");
 		test_matmul_w(pm_kernels_avx2());
+	}
+	printf("activation quantizers: golden blocks\n");
+	test_act_golden();
+	printf("integer kernels (portable): %d types\n", test_qmm(0));
+	if (pm_kernels_avx2()) {
+		int n = test_qmm(1);
+		printf("integer kernels (avx2): %d types\n", n);
+		CHECK(n == test_qmm(0), "the avx2 set has %d integer kernels, portable %d", n, test_qmm(0));
 	}
 	if (fails) {
 		fprintf(stderr, "test_quant: %d failures\n", fails);

@@ -83,6 +83,9 @@ type Layer struct {
 	WGate    []float32 // [FFN][Dim]
 	WUp      []float32 // [FFN][Dim]
 	WDown    []float32 // [Dim][FFN]
+	// Act holds each matrix's activation quantization block (ActBlock of
+	// its file type; 0: float activations).
+	Act struct{ Q, K, V, O, Gate, Up, Down int }
 }
 
 // Model is a loaded Llama-family model.
@@ -92,7 +95,9 @@ type Model struct {
 	Layers  []Layer
 	OutNorm []float32 // [Dim]
 	Output  []float32 // [Vocab][Dim]; the TokEmbd slice when the file has no output.weight
-	Tied    bool
+	// OutputAct is Output's activation quantization block (see Layer.Act).
+	OutputAct int
+	Tied      bool
 	// RopeFactors is the rope_freqs tensor ([HeadDim/2]): pair i's angle is
 	// divided by RopeFactors[i] (Llama 3 scaling). nil when absent.
 	RopeFactors []float32
@@ -214,6 +219,12 @@ func Load(f *gguf.File) (*Model, error) {
 		w, err = t.Float32s()
 		return w
 	}
+	act := func(name string) int {
+		if t := f.Tensor(name); t != nil {
+			return ActBlock(t.Type)
+		}
+		return 0
+	}
 	get := func(name string, dims ...int) []float32 { return getOpt(2, name, dims...) }
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.TokEmbd = get("token_embd.weight", c.Dim, c.Vocab)
@@ -236,13 +247,19 @@ func Load(f *gguf.File) (*Model, error) {
 			WUp:      get(b+"ffn_up.weight", c.Dim, c.FFN),
 			WDown:    get(b+"ffn_down.weight", c.FFN, c.Dim),
 		}
+		a := &m.Layers[l].Act
+		a.Q, a.K, a.V = act(b+"attn_q.weight"), act(b+"attn_k.weight"), act(b+"attn_v.weight")
+		a.O = act(b + "attn_output.weight")
+		a.Gate, a.Up, a.Down = act(b+"ffn_gate.weight"), act(b+"ffn_up.weight"), act(b+"ffn_down.weight")
 	}
 	m.OutNorm = get("output_norm.weight", c.Dim)
 	m.RopeFactors = getOpt(1, "rope_freqs.weight", c.HeadDim/2)
 	if f.Tensor("output.weight") != nil {
 		m.Output = get("output.weight", c.Dim, c.Vocab)
+		m.OutputAct = act("output.weight")
 	} else {
 		m.Output, m.Tied = m.TokEmbd, true
+		m.OutputAct = act("token_embd.weight")
 	}
 	if err != nil {
 		return nil, err
@@ -280,6 +297,7 @@ type State struct {
 	kCache, vCache [][]float64 // [Layers][Context][KVHeads*HeadDim]
 	// scratch
 	x, h, q, k, v, att, hb, gate, up, scores []float64
+	xq                                       []float64 // a matmul's quantized activations
 }
 
 // NewState returns an empty sequence (position 0).
@@ -292,6 +310,7 @@ func (m *Model) NewState() *State {
 		q: make([]float64, c.Heads*c.HeadDim), k: make([]float64, kv), v: make([]float64, kv),
 		att: make([]float64, c.Heads*c.HeadDim), hb: make([]float64, c.Dim),
 		gate: make([]float64, c.FFN), up: make([]float64, c.FFN), scores: make([]float64, c.Context),
+		xq: make([]float64, max(c.Dim, c.Heads*c.HeadDim, c.FFN)),
 	}
 	for l := range s.kCache {
 		s.kCache[l] = make([]float64, c.Context*kv)
@@ -320,9 +339,9 @@ func (s *State) Forward(tok int32) ([]float32, error) {
 		L := &m.Layers[l]
 		// attention
 		rmsnorm(s.h, x, L.AttnNorm, c.RMSEps)
-		matmul(s.q, L.Wq, s.h)
-		matmul(s.k, L.Wk, s.h)
-		matmul(s.v, L.Wv, s.h)
+		matmulA(s.q, L.Wq, s.h, L.Act.Q, s.xq)
+		matmulA(s.k, L.Wk, s.h, L.Act.K, s.xq)
+		matmulA(s.v, L.Wv, s.h, L.Act.V, s.xq)
 		addBias(s.q, L.Bq)
 		addBias(s.k, L.Bk)
 		addBias(s.v, L.Bv)
@@ -351,26 +370,26 @@ func (s *State) Forward(tok int32) ([]float32, error) {
 				}
 			}
 		}
-		matmul(s.hb, L.Wo, s.att)
+		matmulA(s.hb, L.Wo, s.att, L.Act.O, s.xq)
 		for i := range x {
 			x[i] += s.hb[i]
 		}
 		// feed-forward
 		rmsnorm(s.h, x, L.FFNNorm, c.RMSEps)
-		matmul(s.gate, L.WGate, s.h)
-		matmul(s.up, L.WUp, s.h)
+		matmulA(s.gate, L.WGate, s.h, L.Act.Gate, s.xq)
+		matmulA(s.up, L.WUp, s.h, L.Act.Up, s.xq)
 		for i := range s.gate {
 			g := s.gate[i]
 			s.gate[i] = g / (1 + math.Exp(-g)) * s.up[i] // silu(g) * up
 		}
-		matmul(s.hb, L.WDown, s.gate)
+		matmulA(s.hb, L.WDown, s.gate, L.Act.Down, s.xq)
 		for i := range x {
 			x[i] += s.hb[i]
 		}
 	}
 	rmsnorm(s.h, x, m.OutNorm, c.RMSEps)
 	logits := make([]float64, c.Vocab)
-	matmul(logits, m.Output, s.h)
+	matmulA(logits, m.Output, s.h, m.OutputAct, s.xq)
 	s.Pos++
 	out := make([]float32, c.Vocab)
 	for i, v := range logits {
@@ -444,6 +463,19 @@ func rmsnorm(out, x []float64, w []float32, eps float64) {
 	for i, v := range x {
 		out[i] = v * scale * float64(w[i])
 	}
+}
+
+// matmulA sets out = W x', where x' is x with its activations quantized in
+// blocks of block elements (quantAct; block 0: x itself), buf a scratch
+// of at least len(x).
+func matmulA(out []float64, w []float32, x []float64, block int, buf []float64) {
+	if block == 0 {
+		matmul(out, w, x)
+		return
+	}
+	xq := buf[:len(x)]
+	quantAct(xq, x, block)
+	matmul(out, w, xq)
 }
 
 // matmul sets out = W x for a row-major W of len(out) rows of len(x).
