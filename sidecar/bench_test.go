@@ -261,8 +261,9 @@ func BenchmarkRender(b *testing.B) {
 // tokens, 71 histogram observations: queue, TTFT, prefill, decode, time per
 // output token, 63 ITL gaps, duration and two lengths): "request" is the
 // whole apply path after decoding; "prom_updates" the 71
-// metrics.PrometheusHistogram.Update calls alone (a mutex each); "shadow_updates" the same observations into a
-// plain bucket array, for comparison; "decode" is a connection's decoder
+// leHistogram.Update calls alone (a mutex each, as
+// metrics.PrometheusHistogram.Update); "shadow_updates" the same
+// observations into a plain bucket array, for comparison; "decode" is a connection's decoder
 // (the request fast path) and "decode_schema" schema.Decode of the same line.
 func BenchmarkApply(b *testing.B) {
 	line := bytes.TrimSuffix(mustAppend(b, nil, typicalRequest("b1", 2)), []byte("\n"))
@@ -313,7 +314,7 @@ func BenchmarkApply(b *testing.B) {
 		h := r.newHist(schema.IDInterTokenLatency, testNow, true)
 		for b.Loop() {
 			for _, v := range obs {
-				h.shadow.observe(h.fam.f.Buckets, v) // observe's shadow half, without the metrics.PrometheusHistogram call
+				h.shadow.observe(h.fam.f.Buckets, v) // observe's shadow half, without the leHistogram call
 			}
 		}
 		b.ReportMetric(float64(len(obs)), "observations")

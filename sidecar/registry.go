@@ -1,9 +1,6 @@
 package sidecar
 
 import (
-	"bufio"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -16,28 +13,29 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
-// ContentType is the Content-Type of /metrics (Prometheus text format 0.0.4).
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
-
 // This file is the series registry: every exported series once, with its
-// Prometheus exposition and, when OTLP is on, its OTLP shadow (the bucket
-// counts metrics.PrometheusHistogram does not give back). registry_test.go
-// covers it (golden expositions, promtool, escaping).
+// owner and, when OTLP is on, its OTLP shadow (the histogram bucket counts
+// per bound, which the OTLP producer reads under the owner's lock).
+// exposition.go writes the series as Prometheus text; registry_test.go and
+// exposition_test.go cover both (golden expositions, promtool, escaping,
+// the text metrics.Set writes).
 
 // registry is the Prometheus side of the aggregation. Series belong to an
-// owner (a target, or the sidecar itself), which has one metrics.Set per
-// schema family; a family is written after its own "# HELP" and "# TYPE"
-// lines as the sets of every owner in the owners' order.
-// (metrics.ExposeMetadata would write an empty HELP, which promtool rejects,
-// so metadata comes from schema/ instead.)
+// owner (a target, or the sidecar itself), which keeps its series of each
+// schema family in a list sorted by name; a family is written after its own
+// "# HELP" and "# TYPE" lines as the lists of every owner in the owners'
+// order. (metrics.ExposeMetadata would write an empty HELP, which promtool
+// rejects, so metadata comes from schema/ instead.) Values are
+// VictoriaMetrics/metrics counters, float counters and gauges, and
+// leHistogram (histogram.go) for "le" histograms.
 //
-// Why per owner: metrics.Set.UnregisterMetric scans the set's whole list,
-// so removing a target's series one by one from shared sets was O(N²) in
-// the series (issue 13: 7 targets/s). Dropping an owner drops its sets
-// whole, O(families), and a single series removed scans only its owner's
-// series of that family. Owners are ordered by the label text their series
-// names start with, so the exposition is in the same order as with one
-// set per family (series sorted by name).
+// Why per owner: removing a target's series one by one from shared lists
+// was O(N²) in the series (issue 13: 7 targets/s, with metrics.Set, whose
+// UnregisterMetric scans the set). Dropping an owner drops its lists whole,
+// O(families), and a single series removed copies only its owner's list of
+// that family. Owners are ordered by the label text their series names
+// start with, so the exposition is in the same order as with one list per
+// family (series sorted by name).
 type registry struct {
 	fams   []*family // schema order
 	byID   map[string]*family
@@ -53,15 +51,20 @@ type family struct {
 	index  int          // position in schema.Families
 	name   string       // f.PromName()
 	header string       // "# HELP …\n# TYPE …\n"
+	les    []string     // histograms: leLabels(f.Buckets)
 	n      atomic.Int64 // series registered, over all owners
 }
 
 // owner holds the series of one target, or the sidecar's own.
 type owner struct {
-	r    *registry
-	key  string         // the label text its series names start with
-	sets []*metrics.Set // by family index
-	n    []atomic.Int64 // series registered, by family index
+	r   *registry
+	key string // the label text its series names start with
+	// lists are its series by family index, each sorted by name (the order
+	// metrics.Set.WritePrometheus sorted into); a list is replaced under
+	// mu, never changed in place, so a scrape reads it without a lock.
+	lists []atomic.Pointer[[]exposer]
+	mu    sync.Mutex
+	n     []atomic.Int64 // series registered, by family index
 }
 
 func newRegistry() *registry {
@@ -70,6 +73,9 @@ func newRegistry() *registry {
 		name := f.PromName()
 		fam := &family{f: f, index: i, name: name,
 			header: "# HELP " + name + " " + escapeHelp(f.Help) + "\n# TYPE " + name + " " + f.Kind.PromType() + "\n"}
+		if f.Kind == schema.KindHistogram {
+			fam.les = leLabels(newLEHistogram(f.Buckets).bounds)
+		}
 		r.fams = append(r.fams, fam)
 		r.byID[f.ID] = fam
 	}
@@ -81,10 +87,7 @@ func newRegistry() *registry {
 // newOwner adds an owner whose series names start with key (after the
 // family name).
 func (r *registry) newOwner(key string) *owner {
-	o := &owner{r: r, key: key, sets: make([]*metrics.Set, len(r.fams)), n: make([]atomic.Int64, len(r.fams))}
-	for i := range o.sets {
-		o.sets[i] = metrics.NewSet()
-	}
+	o := &owner{r: r, key: key, lists: make([]atomic.Pointer[[]exposer], len(r.fams)), n: make([]atomic.Int64, len(r.fams))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := *r.owners.Load()
@@ -100,6 +103,11 @@ func (r *registry) dropOwner(o *owner) {
 	owners := slices.DeleteFunc(slices.Clone(*r.owners.Load()), func(x *owner) bool { return x == o })
 	r.owners.Store(&owners)
 	r.mu.Unlock()
+	o.mu.Lock()
+	for i := range o.lists {
+		o.lists[i].Store(nil) // a series unregistered later is not counted twice
+	}
+	o.mu.Unlock()
 	for i := range o.n {
 		if n := o.n[i].Swap(0); n != 0 {
 			r.fams[i].n.Add(-n)
@@ -107,13 +115,43 @@ func (r *registry) dropOwner(o *owner) {
 	}
 }
 
-// writeFamily writes the series of fam, every owner's, without metadata.
-func (r *registry) writeFamily(w io.Writer, fam *family) {
-	for _, o := range *r.owners.Load() {
-		if o.n[fam.index].Load() > 0 {
-			o.sets[fam.index].WritePrometheus(w)
-		}
+// exposed returns o's series of fam, sorted by name; the caller must not
+// change the slice.
+func (o *owner) exposed(fam *family) []exposer {
+	if l := o.lists[fam.index].Load(); l != nil {
+		return *l
 	}
+	return nil
+}
+
+// add inserts s into its family's list, in name order. Two series of one
+// name are a bug (metrics.Set panicked likewise).
+func (o *owner) add(s exposer) {
+	m := s.meta()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.exposed(m.fam)
+	i, found := slices.BinarySearchFunc(old, m.name, func(x exposer, name string) int { return strings.Compare(x.meta().name, name) })
+	if found {
+		panic("BUG: sidecar: series " + m.name + " registered twice")
+	}
+	l := slices.Insert(slices.Clip(old), i, s) // a new array: scrapes may hold the old one
+	o.lists[m.fam.index].Store(&l)
+}
+
+// remove takes the series named name out of fam's list; false if there is
+// none.
+func (o *owner) remove(fam *family, name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.exposed(fam)
+	i, found := slices.BinarySearchFunc(old, name, func(x exposer, name string) int { return strings.Compare(x.meta().name, name) })
+	if !found {
+		return false
+	}
+	l := slices.Delete(slices.Clone(old), i, i+1)
+	o.lists[fam.index].Store(&l)
+	return true
 }
 
 // family returns the family with the given schema ID; unknown IDs are a bug.
@@ -122,36 +160,6 @@ func (r *registry) family(id string) *family {
 		return fam
 	}
 	panic("BUG: sidecar: no family " + id)
-}
-
-// WritePrometheus writes every family that has series, in schema order.
-func (r *registry) WritePrometheus(w io.Writer) {
-	for _, fam := range r.fams {
-		if fam.n.Load() == 0 {
-			continue
-		}
-		io.WriteString(w, fam.header)
-		r.writeFamily(w, fam)
-	}
-}
-
-var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
-
-// ServeHTTP streams the exposition with the Prometheus text Content-Type
-// (each family's set is buffered by metrics.Set, the response is not).
-func (r *registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	w.Header().Set("Content-Type", ContentType)
-	bw := writerPool.Get().(*bufio.Writer)
-	bw.Reset(w)
-	r.WritePrometheus(bw)
-	bw.Flush()
-	bw.Reset(nil)
-	writerPool.Put(bw)
 }
 
 // escapeHelp escapes a HELP text: backslash and newline.
@@ -186,7 +194,7 @@ type label struct {
 type seriesMeta struct {
 	fam   *family
 	own   *owner
-	name  string        // metrics.Set name: prom_name{label="value",…}
+	name  string        // series name: prom_name{label="value",…}
 	attrs attribute.Set // OTel attributes (schema keys)
 	start time.Time     // creation, the OTLP start time of cumulative points
 }
@@ -225,7 +233,7 @@ type series interface {
 func (m *seriesMeta) meta() *seriesMeta { return m }
 
 func (m *seriesMeta) unregister() {
-	if m.own.sets[m.fam.index].UnregisterMetric(m.name) {
+	if m.own.remove(m.fam, m.name) {
 		m.own.n[m.fam.index].Add(-1)
 		m.fam.n.Add(-1)
 	}
@@ -234,10 +242,10 @@ func (m *seriesMeta) unregister() {
 // histSeries is an "le" histogram with the family's schema bounds.
 type histSeries struct {
 	seriesMeta
-	prom *metrics.PrometheusHistogram
-	// shadow keeps the same observations readable for the OTLP producer
-	// (metrics.PrometheusHistogram has no getter); nil when OTLP is off. It is
-	// guarded by the lock of the series' owner.
+	prom *leHistogram
+	// shadow keeps the same observations for the OTLP producer, which reads
+	// it under the lock of the series' owner (prom has its own lock, taken
+	// per observation); nil when OTLP is off.
 	shadow *histShadow
 }
 
@@ -309,20 +317,33 @@ type gaugeSeries struct {
 }
 
 // register creates a series of family famID owned by o: build makes it
-// from its family and metadata, registering it in the owner's set; then
-// the family counts it, so a scrape never writes a family's metadata before
-// one of its series.
+// from its family and metadata (set is a metrics.Set of its own, where
+// build may create its value); then the owner lists it and the family
+// counts it, so a scrape never writes a family's metadata before one of its
+// series. A series whose type exposition.go knows (an exposer) is written
+// from its value; any other is written by its set (setSeries), so a new
+// series type is exported correctly before it is given an appendProm.
 func register[S any](o *owner, famID string, start time.Time, labels []label, build func(*family, *metrics.Set, seriesMeta) S) S {
 	fam := o.r.family(famID)
-	s := build(fam, o.sets[fam.index], newMeta(o, fam, start, labels))
+	m := newMeta(o, fam, start, labels)
+	set := metrics.NewSet()
+	s := build(fam, set, m)
+	switch x := any(s).(type) {
+	case exposer:
+		o.add(x)
+	case series:
+		o.add(&setSeries{m: x.meta(), set: set})
+	default:
+		o.add(&setSeries{m: &m, set: set})
+	}
 	o.n[fam.index].Add(1)
 	fam.n.Add(1)
 	return s
 }
 
 func (o *owner) newHist(famID string, start time.Time, shadow bool, labels ...label) *histSeries {
-	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *histSeries {
-		h := &histSeries{seriesMeta: m, prom: set.NewPrometheusHistogramExt(m.name, fam.f.Buckets)}
+	return register(o, famID, start, labels, func(fam *family, _ *metrics.Set, m seriesMeta) *histSeries {
+		h := &histSeries{seriesMeta: m, prom: newLEHistogram(fam.f.Buckets)}
 		if shadow {
 			h.shadow = &histShadow{counts: make([]uint64, len(fam.f.Buckets)+1)}
 		}
@@ -331,21 +352,24 @@ func (o *owner) newHist(famID string, start time.Time, shadow bool, labels ...la
 }
 
 func (o *owner) newCounter(famID string, start time.Time, labels ...label) *counterSeries {
-	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *counterSeries {
-		return &counterSeries{seriesMeta: m, c: set.NewCounter(m.name)}
+	return register(o, famID, start, labels, func(fam *family, _ *metrics.Set, m seriesMeta) *counterSeries {
+		return &counterSeries{seriesMeta: m, c: new(metrics.Counter)}
 	})
 }
 
 func (o *owner) newFloatCounter(famID string, start time.Time, labels ...label) *floatCounterSeries {
-	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *floatCounterSeries {
-		return &floatCounterSeries{seriesMeta: m, c: set.NewFloatCounter(m.name)}
+	return register(o, famID, start, labels, func(fam *family, _ *metrics.Set, m seriesMeta) *floatCounterSeries {
+		return &floatCounterSeries{seriesMeta: m, c: new(metrics.FloatCounter)}
 	})
 }
 
 // newGauge registers a gauge; f, if not nil, computes its value on read.
 func (o *owner) newGauge(famID string, start time.Time, f func() float64, labels ...label) *gaugeSeries {
 	return register(o, famID, start, labels, func(fam *family, set *metrics.Set, m seriesMeta) *gaugeSeries {
-		return &gaugeSeries{seriesMeta: m, g: set.NewGauge(m.name, f)}
+		if f == nil {
+			return &gaugeSeries{seriesMeta: m, g: new(metrics.Gauge)}
+		}
+		return &gaugeSeries{seriesMeta: m, g: set.NewGauge(m.name, f)} // set is dropped: the value is the gauge's
 	})
 }
 
