@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,8 +24,9 @@ import (
 // TestLiveHelloFlood reproduces finding 2 on the built binary: hellos for
 // 10,000 model names (RSS 15 → 633 MiB, 40–55 s scrapes, SIGTERM ignored
 // for 20 s+). Now past max_targets (64) hellos are refused; peak RSS stays
-// under 64 MiB, a scrape over HTTP under 1 s, and SIGTERM under a request flood
-// ends the process within a second.
+// under 64 MiB, the median scrape over HTTP, during the flood and at the
+// caps after it, under 100 ms, and SIGTERM under a request flood ends the
+// process within a second.
 func TestLiveHelloFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -76,44 +78,80 @@ func TestLiveHelloFlood(t *testing.T) {
 	}
 	// A hello connection ends when the sidecar refuses it; the 64 accepted
 	// ones stay open until SIGTERM.
-	scrape := func() (map[string]float64, time.Duration) {
+	//
+	// timed is a scrape as Prometheus makes one: the whole body read, timed
+	// from the request to its last byte (the test does not keep or parse it).
+	timed := func() (time.Duration, int64) {
 		start := time.Now()
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
-			return nil, 0
+			t.Errorf("scrape: %v", err)
+			return 0, 0
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Errorf("scrape: %v", err)
+		}
+		return time.Since(start), n
+	}
+	// Scrapes during the flood, back to back with a 50 ms pause, until the
+	// last hello has been sent.
+	var during []time.Duration
+	var largest int64
+	for next.Load() < hellos {
+		took, n := timed()
+		during = append(during, took)
+		largest = max(largest, n)
+		time.Sleep(50 * time.Millisecond)
+	}
+	scrape := func() map[string]float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return nil
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		took := time.Since(start)
-		return parseExposition(t, string(body)), took
+		return parseExposition(t, string(body))
 	}
 	reason := func(p map[string]float64, r string) float64 {
 		return p[seriesKey("picometer_sidecar_decode_errors_total", map[string]string{"reason": r})]
 	}
-	waitWithin(t, 3*time.Minute, func() bool {
-		p, _ := scrape()
-		return p != nil && reason(p, schema.ReasonTooManyTargets)+reason(p, schema.ReasonTooManyConnections) >= hellos-64 &&
-			next.Load() >= hellos
-	})
-	best := time.Hour
 	var p map[string]float64
-	for range 5 {
-		var took time.Duration
-		p, took = scrape()
-		best = min(best, took)
+	waitWithin(t, 3*time.Minute, func() bool {
+		p = scrape()
+		return p != nil && reason(p, schema.ReasonTooManyTargets)+reason(p, schema.ReasonTooManyConnections) >= hellos-64
+	})
+	// And at the caps, the flood over: 64 targets, ~10 MB of text.
+	var after []time.Duration
+	for range 7 {
+		took, n := timed()
+		after = append(after, took)
+		largest = max(largest, n)
 	}
 	_, hwm, _, _ := procStatus(t, cmd.Process.Pid)
-	t.Logf("10,000 hellos: too_many_targets %v, too_many_connections %v, fastest scrape %v, peak RSS %.1f MiB",
-		reason(p, schema.ReasonTooManyTargets), reason(p, schema.ReasonTooManyConnections), best, float64(hwm)/1024)
+	t.Logf("10,000 hellos: too_many_targets %v, too_many_connections %v, peak RSS %.1f MiB; /metrics up to %.1f MB",
+		reason(p, schema.ReasonTooManyTargets), reason(p, schema.ReasonTooManyConnections), float64(hwm)/1024, float64(largest)/1e6)
+	t.Logf("scrapes during the flood (%d): median %v, %v; at the caps after it: median %v, %v",
+		len(during), median(during), sorted(during), median(after), sorted(after))
 	if hwm > 64*1024 {
 		t.Errorf("peak RSS %.1f MiB, want < 64 MiB", float64(hwm)/1024)
 	}
-	// The render itself is under 100 ms (TestTargetCap, BenchmarkScrapeAtCaps);
-	// over HTTP, with the default 8 MiB memory limit and 10 MB of text (64
-	// targets with 210-byte model names) on a shared machine, allow 1 s:
-	// the finding was 40–55 s.
-	if best > time.Second {
-		t.Errorf("scrape took %v, want < 1s", best)
+	// The bound of issue 13: a scrape of a sidecar at its caps under
+	// 100 ms (the finding was 40–55 s; before the exposition was written
+	// from the values, 184–258 ms here). The render takes ~2 ms of CPU
+	// (BenchmarkScrapeAtCaps) and allocates nothing, so the collector does
+	// not run during it even at the 8 MiB memory limit; the rest is 10 MB
+	// over loopback. The median is asserted, not the slowest: one scrape
+	// can lose its core to another process on a shared machine, the
+	// median of several cannot without the machine being overloaded.
+	if len(during) < 3 {
+		t.Logf("the flood ended after %d scrapes; the scrapes after it decide", len(during))
+	} else if m := median(during); m >= 100*time.Millisecond {
+		t.Errorf("median scrape during the flood took %v, want < 100ms", m)
+	}
+	if m := median(after); m >= 100*time.Millisecond {
+		t.Errorf("median scrape at the caps took %v, want < 100ms", m)
 	}
 
 	// SIGTERM while daemons flood it with requests.
@@ -160,4 +198,20 @@ func TestLiveHelloFlood(t *testing.T) {
 	close(stop)
 	flood.Wait()
 	wg.Wait()
+}
+
+// sorted returns a sorted copy of ds.
+func sorted(ds []time.Duration) []time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s
+}
+
+// median returns the median of ds (the upper one of an even count), 0 for
+// none.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return sorted(ds)[len(ds)/2]
 }

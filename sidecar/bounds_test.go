@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"math"
@@ -401,4 +402,33 @@ func FuzzConns(f *testing.F) {
 		}
 		exposition(a)
 	})
+}
+
+// BenchmarkScrapeGzip is BenchmarkScrapeAtCaps' exposition gzipped, as a
+// scraper that sends Accept-Encoding: gzip would have it (Prometheus
+// does), at the fastest level and the default one: the sidecar does not
+// compress, because this costs more than writing the text (see
+// docs/ARCHITECTURE.md, Bounds).
+func BenchmarkScrapeGzip(b *testing.B) {
+	a, _ := capAggregator(64, 0)
+	for i := range 64 {
+		s := newSim(b, fmt.Sprintf("%016x", i+1), fmt.Sprintf("flood-model-%05d-%s", i, strings.Repeat("x", 180)))
+		server, client := net.Pipe()
+		go func() { client.Write(s.hello()); client.Close() }()
+		ServeConn(server, a, 1<<20, discardLogger())
+	}
+	for _, level := range []int{gzip.BestSpeed, gzip.DefaultCompression} {
+		b.Run(fmt.Sprintf("level=%d", level), func(b *testing.B) {
+			var buf bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&buf, level)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				zw.Reset(&buf)
+				a.reg.WritePrometheus(zw)
+				zw.Close()
+			}
+			b.ReportMetric(float64(buf.Len()), "bytes")
+		})
+	}
 }
