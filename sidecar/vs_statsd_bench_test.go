@@ -376,10 +376,10 @@ func vsCompare(sidecar, statsd map[string]float64) string {
 }
 
 // vsCPU is the process's user+system CPU time from /proc/PID/stat.
-func vsCPU(b *testing.B, pid int) time.Duration {
+func vsCPU(tb testing.TB, pid int) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	// Fields after "(comm) ": state is field 3, utime 14, stime 15.
 	i := bytes.LastIndexByte(data, ')')
@@ -387,7 +387,7 @@ func vsCPU(b *testing.B, pid int) time.Duration {
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %q", pid, data)
+		tb.Fatalf("/proc/%d/stat: %q", pid, data)
 	}
 	const clkTck = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / clkTck
