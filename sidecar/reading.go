@@ -63,8 +63,8 @@ func (tr *targetReading) hist(i int) *[]uint64 {
 
 // read fills r with the current state, targets sorted by model then engine.
 // withHists also reads the latency histograms (through their families'
-// exposition, the only reader metrics.PrometheusHistogram has), which the
-// sampler needs and a page view does not; sc is its scratch.
+// exposition, the text /metrics writes), which the sampler needs and a
+// page view does not; sc is its scratch.
 func (a *Aggregator) read(r *reading, withHists bool, sc *readScratch) {
 	r.events = growU64(r.events, nKinds)
 	r.rejected = growU64(r.rejected, nReasons)
