@@ -104,11 +104,9 @@ func (r *registry) dropOwner(o *owner) {
 	r.owners.Store(&owners)
 	r.mu.Unlock()
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	for i := range o.lists {
 		o.lists[i].Store(nil) // a series unregistered later is not counted twice
-	}
-	o.mu.Unlock()
-	for i := range o.n {
 		if n := o.n[i].Swap(0); n != 0 {
 			r.fams[i].n.Add(-n)
 		}
@@ -124,8 +122,9 @@ func (o *owner) exposed(fam *family) []exposer {
 	return nil
 }
 
-// add inserts s into its family's list, in name order. Two series of one
-// name are a bug (metrics.Set panicked likewise).
+// add inserts s into its family's list, in name order, then counts it (so
+// a scrape that sees the count sees the series). Two series of one name
+// are a bug (metrics.Set panicked likewise).
 func (o *owner) add(s exposer) {
 	m := s.meta()
 	o.mu.Lock()
@@ -137,10 +136,12 @@ func (o *owner) add(s exposer) {
 	}
 	l := slices.Insert(slices.Clip(old), i, s) // a new array: scrapes may hold the old one
 	o.lists[m.fam.index].Store(&l)
+	o.n[m.fam.index].Add(1)
+	m.fam.n.Add(1)
 }
 
-// remove takes the series named name out of fam's list; false if there is
-// none.
+// remove takes the series named name out of fam's list and uncounts it;
+// false if there is none.
 func (o *owner) remove(fam *family, name string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -151,6 +152,8 @@ func (o *owner) remove(fam *family, name string) bool {
 	}
 	l := slices.Delete(slices.Clone(old), i, i+1)
 	o.lists[fam.index].Store(&l)
+	o.n[fam.index].Add(-1)
+	fam.n.Add(-1)
 	return true
 }
 
@@ -233,10 +236,7 @@ type series interface {
 func (m *seriesMeta) meta() *seriesMeta { return m }
 
 func (m *seriesMeta) unregister() {
-	if m.own.remove(m.fam, m.name) {
-		m.own.n[m.fam.index].Add(-1)
-		m.fam.n.Add(-1)
-	}
+	m.own.remove(m.fam, m.name)
 }
 
 // histSeries is an "le" histogram with the family's schema bounds.
@@ -336,8 +336,6 @@ func register[S any](o *owner, famID string, start time.Time, labels []label, bu
 	default:
 		o.add(&setSeries{m: &m, set: set})
 	}
-	o.n[fam.index].Add(1)
-	fam.n.Add(1)
 	return s
 }
 
