@@ -83,6 +83,12 @@ typedef struct {
 pm_qmm pm_qmm_32(uint32_t type, int avx2);
 pm_qmm pm_qmm_k(uint32_t type, int avx2);
 
+/* pm_qmm_32_x86 returns one of qmm_32.c's x86 kernels for type: vnni 0
+ * the AVX2 build, 1 the AVX-512 VNNI build (bitwise the same results;
+ * pm_qmm_32(type, 1) picks it where it runs); fn NULL when this build or
+ * CPU cannot run it. For tests and benchmarks. */
+pm_qmm pm_qmm_32_x86(uint32_t type, int vnni);
+
 /* pm_qmm_for returns type's integer kernel from either family. */
 pm_qmm pm_qmm_for(uint32_t type, int avx2);
 

@@ -287,6 +287,36 @@ static int test_qmm(int avx2)
 	return kernels;
 }
 
+/* test_qmm_vnni: where the CPU has AVX-512 VNNI, qmm_32's VNNI build gives
+ * bitwise the AVX2 build's results, batched and alone. Returns the number
+ * of types compared. */
+static int test_qmm_vnni(void)
+{
+	enum { M = 13, K = 512, N = 7 };
+	static uint8_t wb[M * K * 2];
+	static float x[N * K], a[N * M], v[N * M];
+	static char scratch[N * K * 2];
+	int compared = 0;
+	for (size_t t = 0; t < N_TYPES; t++) {
+		uint32_t ty = all_types[t];
+		pm_qmm q0 = pm_qmm_32_x86(ty, 0), q1 = pm_qmm_32_x86(ty, 1);
+		if (!q0.fn || !q1.fn)
+			continue;
+		compared++;
+		random_rows(wb, ty, M, K);
+		for (int i = 0; i < N * K; i++)
+			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K)};
+		for (int n = 1; n <= N; n += N - 1) {
+			pm_matmul_q(q0, a, M, x, K, &w, n, 0, M, scratch);
+			pm_matmul_q(q1, v, M, x, K, &w, n, 0, M, scratch);
+			CHECK(memcmp(a, v, sizeof(float) * (size_t)(n * M)) == 0,
+			      "type %u, %d rows: the VNNI kernel != the AVX2 kernel", ty, n);
+		}
+	}
+	return compared;
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -311,6 +341,7 @@ int main(int argc, char **argv)
 		printf("integer kernels (avx2): %d types\n", n);
 		CHECK(n == test_qmm(0), "the avx2 set has %d integer kernels, portable %d", n, test_qmm(0));
 	}
+	printf("integer kernels: VNNI == AVX2 (%d types; 0 without VNNI)\n", test_qmm_vnni());
 	if (fails) {
 		fprintf(stderr, "test_quant: %d failures\n", fails);
 		return 1;

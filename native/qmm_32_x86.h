@@ -1,0 +1,295 @@
+/*
+ * qmm_32_x86.h: the x86 kernels of qmm_32.c, written once and built twice:
+ * by qmm_32.c for AVX2 (QMM_VNNI 0) and by qmm_32_vnni.c for AVX-512 VNNI
+ * on 256-bit registers (QMM_VNNI 1). Only the integer step differs
+ * (maddubs + madd, or one vpdpbusd); its lanes are exact integers either
+ * way and every float operation is the same, so the two builds give
+ * bitwise the same results (test_quant.c checks it). The includer defines
+ * QMM_TARGET (the target attribute string), QMM_VNNI and QMM_FN (the name
+ * of the function returning a type's kernel).
+ *
+ * An output is the sum over blocks b of d_w * d_x * sumi_b (+ m_w * s_x):
+ * a tile takes 4 weight rows; for each activation row their 4 outputs are
+ * the 4 lanes of one accumulator, and per block
+ *
+ *	y = fmadd(d_w * d_x, float(sumi), y)            then, with a min,
+ *	y = fmadd(m_w, s_x, y)
+ *
+ * sumi the exact block dot. The sequence depends only on k: the same for
+ * decode (1 activation row, the next 4 weight rows prefetched) and for the
+ * batch tiles (4 weight rows x 4, 2 or 1 activation rows, each weight block
+ * decoded once per tile), whatever the split.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "actquant.h"
+
+#define QMM_ATTR __attribute__((target(QMM_TARGET)))
+#define QMM_INLINE static inline __attribute__((always_inline, target(QMM_TARGET)))
+
+/* the loops over a tile's 4 weight rows and R activation rows are unrolled
+ * so the accumulators live in registers (-O2 does not unroll them) */
+#define UNROLL _Pragma("GCC unroll 8")
+
+enum { T8_0, T4_0, T4_1, T5_0, T5_1 };
+
+QMM_INLINE int tbytes(const int T)
+{
+	return T == T8_0 ? 34 : T == T4_0 ? 18 : T == T4_1 ? 20 : T == T5_0 ? 22 : 24;
+}
+
+QMM_INLINE int has_min(const int T)
+{
+	return T == T4_1 || T == T5_1;
+}
+
+/* nib32: a block's 32 4-bit codes as bytes, element order */
+QMM_INLINE __m256i nib32(const uint8_t *qs)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
+	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* hi5: 16 in byte j where bit j of the little-endian qh[4] is set, else 0 */
+QMM_INLINE __m256i hi5(const uint8_t *p)
+{
+	const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+					      2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+	uint32_t qh;
+	memcpy(&qh, p, 4);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+	return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/*
+ * A weight block as the integer step wants it: c the unsigned codes (Q4_0,
+ * Q5_0 with their offset 8 or 16 still in; Q4_1, Q5_1), or for Q8_0 |q_w|
+ * (AVX2: the sign moves onto the activation) or q_w itself with
+ * aux = -128 * (sums of q_w per 4) (VNNI: the activation is offset by 128
+ * to make it unsigned).
+ */
+typedef struct {
+	__m256i c, aux;
+} wblk;
+
+QMM_INLINE wblk wprep(const int T, const uint8_t *b)
+{
+	wblk w = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+	switch (T) {
+	case T8_0: {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
+#if QMM_VNNI
+		w.c = q;
+		w.aux = _mm256_sub_epi32(_mm256_setzero_si256(),
+					 _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), q));
+#else
+		w.c = _mm256_abs_epi8(q);
+		w.aux = q;
+#endif
+		break;
+	}
+	case T4_0:
+		w.c = nib32(b + 2);
+		break;
+	case T4_1:
+		w.c = nib32(b + 4);
+		break;
+	case T5_0:
+		w.c = _mm256_or_si256(nib32(b + 6), hi5(b + 2));
+		break;
+	default:
+		w.c = _mm256_or_si256(nib32(b + 8), hi5(b + 4));
+		break;
+	}
+	return w;
+}
+
+/*
+ * An activation block as the integer step wants it: x the codes (VNNI
+ * Q8_0: x + 128 as unsigned bytes), and for Q4_0/Q5_0 the offset's share,
+ * bias * (x summed per pair) (AVX2, int16) or -bias * (x summed per 4)
+ * (VNNI, int32).
+ */
+typedef struct {
+	__m256i x, bias;
+} xblk;
+
+QMM_INLINE xblk xprep(const int T, const pm_act32 *a)
+{
+	__m256i x = _mm256_loadu_si256((const __m256i *)a->q);
+	xblk p = {x, _mm256_setzero_si256()};
+	int off = T == T4_0 ? 8 : T == T5_0 ? 16 : 0;
+#if QMM_VNNI
+	if (T == T8_0)
+		p.x = _mm256_xor_si256(x, _mm256_set1_epi8(-128));
+	if (off)
+		p.bias = _mm256_sub_epi32(_mm256_setzero_si256(),
+					  _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off), x));
+#else
+	if (off)
+		p.bias = _mm256_maddubs_epi16(_mm256_set1_epi8((char)off), x);
+#endif
+	return p;
+}
+
+/*
+ * lanes: the 8 int32 lanes of sum q_w * q_x over one block, lane l over
+ * elements 4l .. 4l+3. No int16 step of the AVX2 build saturates: Q8_0's
+ * pairs reach 2 * 128 * 127, Q5_0's 2 * 31 * 127 before the offset's share
+ * is taken off and 2 * 31 * 127 + 2 * 16 * 127 apart from it.
+ */
+QMM_INLINE __m256i lanes(const int T, wblk w, xblk x)
+{
+#if QMM_VNNI
+	if (T == T8_0)
+		return _mm256_dpbusd_epi32(w.aux, x.x, w.c);
+	return _mm256_dpbusd_epi32(x.bias, w.c, x.x);
+#else
+	__m256i p;
+	if (T == T8_0)
+		p = _mm256_maddubs_epi16(w.c, _mm256_sign_epi8(x.x, w.aux));
+	else if (T == T4_0 || T == T5_0)
+		p = _mm256_sub_epi16(_mm256_maddubs_epi16(w.c, x.x), x.bias);
+	else
+		p = _mm256_maddubs_epi16(w.c, x.x);
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+}
+
+/* sum4: the 4 lane sums of a, b, c, d (exact: a block's sum fits easily) */
+QMM_INLINE __m128i sum4(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* h4: the F16 values at p[0..3] + off as 4 floats */
+QMM_INLINE __m128 h4(const uint8_t *const p[4], int off)
+{
+	uint16_t h[4];
+	for (int i = 0; i < 4; i++)
+		memcpy(&h[i], p[i] + off, 2);
+	return _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+}
+
+/*
+ * tile: outputs of weight rows w .. w + nw - 1 (nw <= 4, rows rb bytes
+ * apart) against R activation rows at xq (xs bytes apart), stored at
+ * out[r*ldo + i]. A short tile repeats its last row and stores only nw
+ * outputs, so every output takes the same operations. PF != 0 prefetches
+ * the next 4 rows (the bytes after these), a share per block: without it
+ * decode stalls on each row stream (matvec.c).
+ */
+QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t ldo, const uint8_t *w,
+		     size_t rb, int nw, const char *xq, size_t xs, int nb)
+{
+	const int BB = tbytes(T);
+	const uint8_t *wr[4];
+	UNROLL for (int i = 0; i < 4; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	const char *nx = (const char *)w + 4 * rb;
+	size_t share = (4 * rb + (size_t)nb - 1) / (size_t)nb;
+	__m128 y[R];
+	UNROLL for (int r = 0; r < R; r++)
+		y[r] = _mm_setzero_ps();
+	for (int j = 0; j < nb; j++) {
+		if (PF)
+			for (size_t o = 0; o < share; o += 64)
+				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
+		const uint8_t *b[4];
+		wblk c[4];
+		UNROLL for (int i = 0; i < 4; i++) {
+			b[i] = wr[i] + (size_t)j * BB;
+			c[i] = wprep(T, b[i]);
+		}
+		__m128 dw = h4(b, 0), mw = _mm_setzero_ps();
+		if (has_min(T))
+			mw = h4(b, 2);
+		UNROLL for (int r = 0; r < R; r++) {
+			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + j;
+			xblk x = xprep(T, a);
+			__m256i l[4];
+			UNROLL for (int i = 0; i < 4; i++)
+				l[i] = lanes(T, c[i], x);
+			__m128 si = _mm_cvtepi32_ps(sum4(l[0], l[1], l[2], l[3]));
+			y[r] = _mm_fmadd_ps(_mm_mul_ps(dw, _mm_set1_ps(a->d)), si, y[r]);
+			if (has_min(T))
+				y[r] = _mm_fmadd_ps(mw, _mm_set1_ps(a->s), y[r]);
+		}
+	}
+	UNROLL for (int r = 0; r < R; r++) {
+		float *o = out + (size_t)r * ldo;
+		if (nw == 4) {
+			_mm_storeu_ps(o, y[r]);
+		} else {
+			float v[4];
+			_mm_storeu_ps(v, y[r]);
+			for (int i = 0; i < nw; i++)
+				o[i] = v[i];
+		}
+	}
+}
+
+/* activation rows per chunk of a batch: the chunk's quantized rows stay in
+ * L2 while every weight tile passes over them */
+enum { XCHUNK = 64 };
+
+QMM_INLINE void qmm(const int T, float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+		    int m0, int m1)
+{
+	int nb = w->cols / 32;
+	size_t rb = w->row_bytes;
+	const char *x = xq;
+	if (n == 1) {
+		for (int m = m0; m < m1; m += 4)
+			tile(T, 1, 1, out + m, ldo, pm_weight_row(w, m), rb, m1 - m < 4 ? m1 - m : 4, x, xs, nb);
+		return;
+	}
+	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
+		int r1 = n - r0 < XCHUNK ? n : r0 + XCHUNK;
+		for (int m = m0; m < m1; m += 4) {
+			const uint8_t *wm = pm_weight_row(w, m);
+			int nw = m1 - m < 4 ? m1 - m : 4, r = r0;
+			for (; r + 4 <= r1; r += 4)
+				tile(T, 4, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+			for (; r + 2 <= r1; r += 2)
+				tile(T, 2, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+			if (r < r1)
+				tile(T, 1, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+		}
+	}
+}
+
+#define QMM_KERNEL(NAME, T)                                                                          \
+	static QMM_ATTR void NAME(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, \
+				  int n, int m0, int m1)                                             \
+	{                                                                                            \
+		qmm(T, out, ldo, xq, xs, w, n, m0, m1);                                              \
+	}
+
+QMM_KERNEL(qmm_q8_0, T8_0)
+QMM_KERNEL(qmm_q4_0, T4_0)
+QMM_KERNEL(qmm_q4_1, T4_1)
+QMM_KERNEL(qmm_q5_0, T5_0)
+QMM_KERNEL(qmm_q5_1, T5_1)
+
+pm_qmm_fn QMM_FN(uint32_t type);
+pm_qmm_fn QMM_FN(uint32_t type)
+{
+	switch (type) {
+	case PM_TYPE_Q8_0:
+		return qmm_q8_0;
+	case PM_TYPE_Q4_0:
+		return qmm_q4_0;
+	case PM_TYPE_Q4_1:
+		return qmm_q4_1;
+	case PM_TYPE_Q5_0:
+		return qmm_q5_0;
+	case PM_TYPE_Q5_1:
+		return qmm_q5_1;
+	}
+	return NULL;
+}
