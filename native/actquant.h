@@ -47,6 +47,12 @@ typedef struct {
 	int8_t q[256];
 } pm_act256;
 
+/* pm_quant_block quantizes n floats of x into q by the rule above and
+ * returns d; avx2 != 0 uses the AVX2 code where the CPU has it and n is a
+ * multiple of 32 (bitwise the same result; the quantizers below use it
+ * whenever they can). For tests. */
+float pm_quant_block(int8_t *q, const float *x, int n, int avx2);
+
 /* pm_quant_act32 quantizes k floats (k % 32 == 0) into k / 32 blocks. */
 void pm_quant_act32(pm_act32 *dst, const float *x, int k);
 

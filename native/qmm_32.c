@@ -18,16 +18,18 @@
  * split (test_quant.c checks it bitwise):
  *   - portable: one float accumulator, the two statements above per block
  *     (a product, then a sum, each rounded), in block order;
- *   - x86 (qmm_32_x86.h): the same per block with fused multiply-adds,
- *     y = fmadd(d_w * d_x, float(sumi_b), y), y = fmadd(m_w, s_x, y).
- * The two sets agree closely, not bitwise (FMA rounds once).
+ *   - x86 (qmm_32_x86.h): the integer dot of the unsigned codes (Q8_0's
+ *     offset by 128, Q4_0's and Q5_0's offset 8 and 16 left in), then two
+ *     fused multiply-adds per block: the scale term, and the min term with
+ *     m_w, or -offset * d_w (the offset taken off in float).
+ * The two sets agree closely, not bitwise (FMA rounds once; the offset).
  *
  * Speed: decode (n == 1) runs 4 weight rows at a time against the one
  * activation row, prefetching the next 4 rows as matvec.c does; batches
- * and prefill run tiles of 4 weight rows x 4 activation rows, each weight
- * block decoded once per tile, over chunks of activation rows small enough
- * to stay in L2 while the weights stream. Where the CPU has AVX-512 VNNI
- * the integer step of a block is one vpdpbusd (qmm_32_vnni.c).
+ * and prefill run tiles of 4 weight rows x 4 activation rows (AVX2), or,
+ * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 8 weight rows
+ * interleaved per k-chunk against every activation row of the chunk with
+ * vpdpbusd, each weight block decoded once per tile.
  */
 #include "actquant.h"
 #include "kernels.h"

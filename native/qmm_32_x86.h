@@ -8,17 +8,20 @@
  * QMM_TARGET (the target attribute string), QMM_VNNI and QMM_FN (the name
  * of the function returning a type's kernel).
  *
- * An output is the sum over blocks b of d_w * d_x * sumi_b (+ m_w * s_x):
- * a tile takes 4 weight rows; for each activation row their 4 outputs are
- * the 4 lanes of one accumulator, and per block
+ * An output is a sum over blocks. Per block, with u the weights' unsigned
+ * codes (Q8_0: q + 128; Q4_0, Q5_0: the stored code, offset 8 or 16 still
+ * in; Q4_1, Q5_1: the code) and S = sum u * q_x (exact integer):
  *
- *	y = fmadd(d_w * d_x, float(sumi), y)            then, with a min,
- *	y = fmadd(m_w, s_x, y)
+ *	y = fmadd(d_w * d_x, float(S), y)
+ *	y = fmadd(m', s_x, y)       m' = m_w (Q4_1, Q5_1), else -offset * d_w
  *
- * sumi the exact block dot. The sequence depends only on k: the same for
- * decode (1 activation row, the next 4 weight rows prefetched) and for the
- * batch tiles (4 weight rows x 4, 2 or 1 activation rows, each weight block
- * decoded once per tile), whatever the split.
+ * (-offset * d_w is exact: a power of two times d_w). The sequence depends
+ * only on k, and every path below computes S exactly, so decode (4 weight
+ * rows, their 4 outputs the lanes of one accumulator, the next 4 rows
+ * prefetched), the AVX2 batch tiles (4 weight rows x 4, 2 or 1 activation
+ * rows) and the VNNI batch path (8 weight rows interleaved per k-chunk,
+ * each activation group of 4 codes broadcast against them: no horizontal
+ * sums) give every output bitwise the same value, whatever n or the split.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -64,12 +67,35 @@ QMM_INLINE __m256i hi5(const uint8_t *p)
 	return _mm256_and_si256(v, _mm256_set1_epi8(16));
 }
 
+/* offset of the signed types' codes in u (128, 8, 16), 0 for the types
+ * with a min */
+QMM_INLINE int offset(const int T)
+{
+	return T == T8_0 ? 128 : T == T4_0 ? 8 : T == T5_0 ? 16 : 0;
+}
+
+/* ucodes: a block's 32 codes u as bytes, element order */
+QMM_INLINE __m256i ucodes(const int T, const uint8_t *b)
+{
+	switch (T) {
+	case T8_0:
+		return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 2)), _mm256_set1_epi8(-128));
+	case T4_0:
+		return nib32(b + 2);
+	case T4_1:
+		return nib32(b + 4);
+	case T5_0:
+		return _mm256_or_si256(nib32(b + 6), hi5(b + 2));
+	default:
+		return _mm256_or_si256(nib32(b + 8), hi5(b + 4));
+	}
+}
+
 /*
- * A weight block as the integer step wants it: c the unsigned codes (Q4_0,
- * Q5_0 with their offset 8 or 16 still in; Q4_1, Q5_1), or for Q8_0 |q_w|
- * (AVX2: the sign moves onto the activation) or q_w itself with
- * aux = -128 * (sums of q_w per 4) (VNNI: the activation is offset by 128
- * to make it unsigned).
+ * A weight block as the decode/AVX2 integer step wants it: c = u, except
+ * AVX2 Q8_0, where u (up to 255) would saturate maddubs's pairs: there
+ * c = |q|, aux = q (the sign goes onto the activation) and the activation
+ * side adds 128 * (its sums per 4).
  */
 typedef struct {
 	__m256i c, aux;
@@ -78,84 +104,50 @@ typedef struct {
 QMM_INLINE wblk wprep(const int T, const uint8_t *b)
 {
 	wblk w = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-	switch (T) {
-	case T8_0: {
+#if !QMM_VNNI
+	if (T == T8_0) {
 		__m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
-#if QMM_VNNI
-		w.c = q;
-		w.aux = _mm256_sub_epi32(_mm256_setzero_si256(),
-					 _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), q));
-#else
 		w.c = _mm256_abs_epi8(q);
 		w.aux = q;
+		return w;
+	}
 #endif
-		break;
-	}
-	case T4_0:
-		w.c = nib32(b + 2);
-		break;
-	case T4_1:
-		w.c = nib32(b + 4);
-		break;
-	case T5_0:
-		w.c = _mm256_or_si256(nib32(b + 6), hi5(b + 2));
-		break;
-	default:
-		w.c = _mm256_or_si256(nib32(b + 8), hi5(b + 4));
-		break;
-	}
+	w.c = ucodes(T, b);
 	return w;
 }
 
-/*
- * An activation block as the integer step wants it: x the codes (VNNI
- * Q8_0: x + 128 as unsigned bytes), and for Q4_0/Q5_0 the offset's share,
- * bias * (x summed per pair) (AVX2, int16) or -bias * (x summed per 4)
- * (VNNI, int32).
- */
+/* An activation block: its codes, and for AVX2 Q8_0 128 * (sums per 4). */
 typedef struct {
-	__m256i x, bias;
+	__m256i x, x128;
 } xblk;
 
 QMM_INLINE xblk xprep(const int T, const pm_act32 *a)
 {
 	__m256i x = _mm256_loadu_si256((const __m256i *)a->q);
 	xblk p = {x, _mm256_setzero_si256()};
-	int off = T == T4_0 ? 8 : T == T5_0 ? 16 : 0;
-#if QMM_VNNI
+#if !QMM_VNNI
 	if (T == T8_0)
-		p.x = _mm256_xor_si256(x, _mm256_set1_epi8(-128));
-	if (off)
-		p.bias = _mm256_sub_epi32(_mm256_setzero_si256(),
-					  _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off), x));
-#else
-	if (off)
-		p.bias = _mm256_maddubs_epi16(_mm256_set1_epi8((char)off), x);
+		p.x128 = _mm256_slli_epi32(
+			_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1)), 7);
 #endif
 	return p;
 }
 
 /*
- * lanes: the 8 int32 lanes of sum q_w * q_x over one block, lane l over
- * elements 4l .. 4l+3. No int16 step of the AVX2 build saturates: Q8_0's
- * pairs reach 2 * 128 * 127, Q5_0's 2 * 31 * 127 before the offset's share
- * is taken off and 2 * 31 * 127 + 2 * 16 * 127 apart from it.
+ * lanes: 8 int32 lanes summing to S, lane l over elements 4l .. 4l+3. No
+ * int16 step of the AVX2 build saturates: pairs reach 2 * 128 * 127 (Q8_0,
+ * |q| against the signed x) or 2 * 31 * 127.
  */
 QMM_INLINE __m256i lanes(const int T, wblk w, xblk x)
 {
 #if QMM_VNNI
-	if (T == T8_0)
-		return _mm256_dpbusd_epi32(w.aux, x.x, w.c);
-	return _mm256_dpbusd_epi32(x.bias, w.c, x.x);
+	return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c, x.x);
 #else
-	__m256i p;
 	if (T == T8_0)
-		p = _mm256_maddubs_epi16(w.c, _mm256_sign_epi8(x.x, w.aux));
-	else if (T == T4_0 || T == T5_0)
-		p = _mm256_sub_epi16(_mm256_maddubs_epi16(w.c, x.x), x.bias);
-	else
-		p = _mm256_maddubs_epi16(w.c, x.x);
-	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+		return _mm256_add_epi32(
+			_mm256_madd_epi16(_mm256_maddubs_epi16(w.c, _mm256_sign_epi8(x.x, w.aux)), _mm256_set1_epi16(1)),
+			x.x128);
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(w.c, x.x), _mm256_set1_epi16(1));
 #endif
 }
 
@@ -205,9 +197,8 @@ QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t 
 			b[i] = wr[i] + (size_t)j * BB;
 			c[i] = wprep(T, b[i]);
 		}
-		__m128 dw = h4(b, 0), mw = _mm_setzero_ps();
-		if (has_min(T))
-			mw = h4(b, 2);
+		__m128 dw = h4(b, 0);
+		__m128 mw = has_min(T) ? h4(b, 2) : _mm_mul_ps(dw, _mm_set1_ps(-(float)offset(T)));
 		UNROLL for (int r = 0; r < R; r++) {
 			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + j;
 			xblk x = xprep(T, a);
@@ -216,8 +207,7 @@ QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t 
 				l[i] = lanes(T, c[i], x);
 			__m128 si = _mm_cvtepi32_ps(sum4(l[0], l[1], l[2], l[3]));
 			y[r] = _mm_fmadd_ps(_mm_mul_ps(dw, _mm_set1_ps(a->d)), si, y[r]);
-			if (has_min(T))
-				y[r] = _mm_fmadd_ps(mw, _mm_set1_ps(a->s), y[r]);
+			y[r] = _mm_fmadd_ps(mw, _mm_set1_ps(a->s), y[r]);
 		}
 	}
 	UNROLL for (int r = 0; r < R; r++) {
@@ -237,6 +227,90 @@ QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t 
  * L2 while every weight tile passes over them */
 enum { XCHUNK = 64 };
 
+#if QMM_VNNI
+/* blocks per k-chunk of the VNNI batch path: 8 rows x KB blocks of
+ * interleaved codes (4 KiB) stay in L1 while the activation rows pass */
+enum { KB = 16 };
+
+/*
+ * batch8: outputs of weight rows w .. w + nw - 1 (nw <= 8) against the n
+ * (<= XCHUNK) activation rows at xq. Per k-chunk the 8 rows' codes are
+ * interleaved, g[b][j] = 4 codes of elements 4j..4j+3 of each row in turn,
+ * so vpdpbusd against the activation's 4 codes of group j broadcast adds
+ * each row's partial sum into its own lane: S for 8 outputs in 8
+ * instructions, no horizontal sums. A short tile repeats its last row.
+ */
+QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
+		       size_t xs, int n, int nb)
+{
+	__m256i g[KB][8];
+	__m256 dw[KB], mw[KB], y[XCHUNK];
+	const uint8_t *wr[8];
+	UNROLL for (int i = 0; i < 8; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	for (int r = 0; r < n; r++)
+		y[r] = _mm256_setzero_ps();
+	const int BB = tbytes(T);
+	for (int k0 = 0; k0 < nb; k0 += KB) {
+		int kn = nb - k0 < KB ? nb - k0 : KB;
+		for (int b = 0; b < kn; b++) {
+			const uint8_t *p[8];
+			__m256i u[8];
+			uint16_t hd[8], hm[8];
+			UNROLL for (int i = 0; i < 8; i++) {
+				p[i] = wr[i] + (size_t)(k0 + b) * BB;
+				u[i] = ucodes(T, p[i]);
+				memcpy(&hd[i], p[i], 2);
+				memcpy(&hm[i], p[i] + 2, 2);
+			}
+			/* 8 x 8 transpose of 32-bit groups */
+			__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
+			__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
+			__m256i t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
+			__m256i t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
+			__m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+			__m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+			__m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+			__m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+			g[b][0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+			g[b][4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+			g[b][1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+			g[b][5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+			g[b][2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+			g[b][6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+			g[b][3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+			g[b][7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+			dw[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+			mw[b] = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
+					   : _mm256_mul_ps(dw[b], _mm256_set1_ps(-(float)offset(T)));
+		}
+		for (int r = 0; r < n; r++) {
+			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0;
+			__m256 yr = y[r];
+			for (int b = 0; b < kn; b++, a++) {
+				int32_t q4[8];
+				memcpy(q4, a->q, 32);
+				__m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
+				UNROLL for (int j = 0; j < 8; j += 2) {
+					e = _mm256_dpbusd_epi32(e, g[b][j], _mm256_set1_epi32(q4[j]));
+					o = _mm256_dpbusd_epi32(o, g[b][j + 1], _mm256_set1_epi32(q4[j + 1]));
+				}
+				__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
+				yr = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr);
+				yr = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), yr);
+			}
+			y[r] = yr;
+		}
+	}
+	for (int r = 0; r < n; r++) {
+		float v[8], *o = out + (size_t)r * ldo;
+		_mm256_storeu_ps(v, y[r]);
+		for (int i = 0; i < nw; i++)
+			o[i] = v[i];
+	}
+}
+#endif
+
 QMM_INLINE void qmm(const int T, float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 		    int m0, int m1)
 {
@@ -250,6 +324,12 @@ QMM_INLINE void qmm(const int T, float *out, size_t ldo, const void *xq, size_t 
 	}
 	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
 		int r1 = n - r0 < XCHUNK ? n : r0 + XCHUNK;
+#if QMM_VNNI
+		for (int m = m0; m < m1; m += 8)
+			batch8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8,
+			       x + (size_t)r0 * xs, xs, r1 - r0, nb);
+		continue;
+#endif
 		for (int m = m0; m < m1; m += 4) {
 			const uint8_t *wm = pm_weight_row(w, m);
 			int nw = m1 - m < 4 ? m1 - m : 4, r = r0;

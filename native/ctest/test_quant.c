@@ -221,6 +221,31 @@ static void test_act_golden(void)
 	      "pm_act_row_bytes");
 }
 
+/* test_act_avx2: the AVX2 activation quantizer gives bitwise the portable
+ * one's d and codes, on random blocks and on ties, NaN, infinities and
+ * subnormals. */
+static void test_act_avx2(void)
+{
+	static float x[256];
+	for (int it = 0; it < 200; it++) {
+		int n = it % 2 ? 256 : 32;
+		float scale = it % 7 == 0 ? 1e-39f : it % 5 == 0 ? 127.0f : 1.0f + (float)(rnd() % 1000);
+		for (int i = 0; i < n; i++)
+			x[i] = (float)((int)(rnd() % 20001) - 10000) / 10000.0f * scale;
+		if (it % 5 == 0) /* amax 127: codes are x itself, halves are ties */
+			for (int i = 0; i < n; i++)
+				x[i] = i == 0 ? 127.0f : (float)((int)(rnd() % 255) - 127) + (rnd() % 2 ? 0.5f : 0.0f);
+		if (it % 11 == 3)
+			x[rnd() % n] = NAN;
+		if (it % 13 == 4)
+			x[rnd() % n] = it % 2 ? INFINITY : -INFINITY;
+		int8_t qc[256], qa[256];
+		float dc = pm_quant_block(qc, x, n, 0), da = pm_quant_block(qa, x, n, 1);
+		CHECK(memcmp(&dc, &da, sizeof dc) == 0 && memcmp(qc, qa, (size_t)n) == 0,
+		      "block %d (n %d): avx2 d %g, portable %g, or the codes differ", it, n, da, dc);
+	}
+}
+
 /* test_qmm checks every type's integer kernel of one set: against the
  * double product of the dequantized weights and activations, row r of a
  * batch bitwise row r alone, and any split of the weight rows bitwise the
@@ -335,6 +360,10 @@ int main(int argc, char **argv)
 	}
 	printf("activation quantizers: golden blocks\n");
 	test_act_golden();
+	if (pm_kernels_avx2()) {
+		printf("activation quantizers: avx2 == portable\n");
+		test_act_avx2();
+	}
 	printf("integer kernels (portable): %d types\n", test_qmm(0));
 	if (pm_kernels_avx2()) {
 		int n = test_qmm(1);
