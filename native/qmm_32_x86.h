@@ -232,6 +232,34 @@ enum { XCHUNK = 64 };
  * interleaved codes (4 KiB) stay in L1 while the activation rows pass */
 enum { KB = 16 };
 
+/* rows8: R activation rows (xs bytes apart) against the k-chunk's
+ * interleaved blocks g, their y updated in block order; R rows at once so
+ * the fmadd chains of different rows overlap */
+QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256i g[KB][8], const __m256 *dw,
+		      const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
+{
+	__m256 yr[R];
+	UNROLL for (int r = 0; r < R; r++)
+		yr[r] = y[r];
+	for (int b = 0; b < kn; b++) {
+		UNROLL for (int r = 0; r < R; r++) {
+			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
+			int32_t q4[8];
+			memcpy(q4, a->q, 32);
+			__m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
+			UNROLL for (int j = 0; j < 8; j += 2) {
+				e = _mm256_dpbusd_epi32(e, g[b][j], _mm256_set1_epi32(q4[j]));
+				o = _mm256_dpbusd_epi32(o, g[b][j + 1], _mm256_set1_epi32(q4[j + 1]));
+			}
+			__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
+			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr[r]);
+			yr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), yr[r]);
+		}
+	}
+	UNROLL for (int r = 0; r < R; r++)
+		y[r] = yr[r];
+}
+
 /*
  * batch8: outputs of weight rows w .. w + nw - 1 (nw <= 8) against the n
  * (<= XCHUNK) activation rows at xq. Per k-chunk the 8 rows' codes are
@@ -284,23 +312,11 @@ QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, si
 			mw[b] = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
 					   : _mm256_mul_ps(dw[b], _mm256_set1_ps(-(float)offset(T)));
 		}
-		for (int r = 0; r < n; r++) {
-			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0;
-			__m256 yr = y[r];
-			for (int b = 0; b < kn; b++, a++) {
-				int32_t q4[8];
-				memcpy(q4, a->q, 32);
-				__m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
-				UNROLL for (int j = 0; j < 8; j += 2) {
-					e = _mm256_dpbusd_epi32(e, g[b][j], _mm256_set1_epi32(q4[j]));
-					o = _mm256_dpbusd_epi32(o, g[b][j + 1], _mm256_set1_epi32(q4[j + 1]));
-				}
-				__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
-				yr = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr);
-				yr = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), yr);
-			}
-			y[r] = yr;
-		}
+		int r = 0;
+		for (; r + 4 <= n; r += 4)
+			rows8(T, 4, y + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+		for (; r < n; r++)
+			rows8(T, 1, y + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 	}
 	for (int r = 0; r < n; r++) {
 		float v[8], *o = out + (size_t)r * ldo;
