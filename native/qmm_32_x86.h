@@ -13,9 +13,10 @@
  * in; Q4_1, Q5_1: the code) and S = sum u * q_x (exact integer):
  *
  *	y = fmadd(d_w * d_x, float(S), y)
- *	y = fmadd(m', s_x, y)       m' = m_w (Q4_1, Q5_1), else -offset * d_w
+ *	z = fmadd(m', s_x, z)       m' = m_w (Q4_1, Q5_1), else -offset * d_w
  *
- * (-offset * d_w is exact: a power of two times d_w). The sequence depends
+ * and the output is y + z (two chains, so their latencies overlap; -offset
+ * * d_w is exact: a power of two times d_w). The sequence depends
  * only on k, and every path below computes S exactly, so decode (4 weight
  * rows, their 4 outputs the lanes of one accumulator, the next 4 rows
  * prefetched), the AVX2 batch tiles (4 weight rows x 4, 2 or 1 activation
@@ -161,10 +162,13 @@ QMM_INLINE __m128i sum4(__m256i a, __m256i b, __m256i c, __m256i d)
 /* h4: the F16 values at p[0..3] + off as 4 floats */
 QMM_INLINE __m128 h4(const uint8_t *const p[4], int off)
 {
-	uint16_t h[4];
-	for (int i = 0; i < 4; i++)
-		memcpy(&h[i], p[i] + off, 2);
-	return _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+	uint64_t v = 0;
+	UNROLL for (int i = 0; i < 4; i++) {
+		uint16_t h;
+		memcpy(&h, p[i] + off, 2);
+		v |= (uint64_t)h << (16 * i);
+	}
+	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
 }
 
 /*
@@ -184,9 +188,9 @@ QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t 
 		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
 	const char *nx = (const char *)w + 4 * rb;
 	size_t share = (4 * rb + (size_t)nb - 1) / (size_t)nb;
-	__m128 y[R];
+	__m128 y[R], z[R];
 	UNROLL for (int r = 0; r < R; r++)
-		y[r] = _mm_setzero_ps();
+		y[r] = z[r] = _mm_setzero_ps();
 	for (int j = 0; j < nb; j++) {
 		if (PF)
 			for (size_t o = 0; o < share; o += 64)
@@ -207,16 +211,17 @@ QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t 
 				l[i] = lanes(T, c[i], x);
 			__m128 si = _mm_cvtepi32_ps(sum4(l[0], l[1], l[2], l[3]));
 			y[r] = _mm_fmadd_ps(_mm_mul_ps(dw, _mm_set1_ps(a->d)), si, y[r]);
-			y[r] = _mm_fmadd_ps(mw, _mm_set1_ps(a->s), y[r]);
+			z[r] = _mm_fmadd_ps(mw, _mm_set1_ps(a->s), z[r]);
 		}
 	}
 	UNROLL for (int r = 0; r < R; r++) {
 		float *o = out + (size_t)r * ldo;
+		__m128 yz = _mm_add_ps(y[r], z[r]);
 		if (nw == 4) {
-			_mm_storeu_ps(o, y[r]);
+			_mm_storeu_ps(o, yz);
 		} else {
 			float v[4];
-			_mm_storeu_ps(v, y[r]);
+			_mm_storeu_ps(v, yz);
 			for (int i = 0; i < nw; i++)
 				o[i] = v[i];
 		}
@@ -235,12 +240,12 @@ enum { KB = 16 };
 /* rows8: R activation rows (xs bytes apart) against the k-chunk's
  * interleaved blocks g, their y updated in block order; R rows at once so
  * the fmadd chains of different rows overlap */
-QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256i g[KB][8], const __m256 *dw,
+QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[KB][8], const __m256 *dw,
 		      const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
 {
-	__m256 yr[R];
+	__m256 yr[R], zr[R];
 	UNROLL for (int r = 0; r < R; r++)
-		yr[r] = y[r];
+		yr[r] = y[r], zr[r] = z[r];
 	for (int b = 0; b < kn; b++) {
 		UNROLL for (int r = 0; r < R; r++) {
 			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
@@ -253,11 +258,11 @@ QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256i g[KB][8], con
 			}
 			__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
 			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr[r]);
-			yr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), yr[r]);
+			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), zr[r]);
 		}
 	}
 	UNROLL for (int r = 0; r < R; r++)
-		y[r] = yr[r];
+		y[r] = yr[r], z[r] = zr[r];
 }
 
 /*
@@ -272,12 +277,12 @@ QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, si
 		       size_t xs, int n, int nb)
 {
 	__m256i g[KB][8];
-	__m256 dw[KB], mw[KB], y[XCHUNK];
+	__m256 dw[KB], mw[KB], y[XCHUNK], z[XCHUNK];
 	const uint8_t *wr[8];
 	UNROLL for (int i = 0; i < 8; i++)
 		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
 	for (int r = 0; r < n; r++)
-		y[r] = _mm256_setzero_ps();
+		y[r] = z[r] = _mm256_setzero_ps();
 	const int BB = tbytes(T);
 	for (int k0 = 0; k0 < nb; k0 += KB) {
 		int kn = nb - k0 < KB ? nb - k0 : KB;
@@ -314,38 +319,41 @@ QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, si
 		}
 		int r = 0;
 		for (; r + 4 <= n; r += 4)
-			rows8(T, 4, y + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows8(T, 4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 		for (; r < n; r++)
-			rows8(T, 1, y + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows8(T, 1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 	}
 	for (int r = 0; r < n; r++) {
 		float v[8], *o = out + (size_t)r * ldo;
-		_mm256_storeu_ps(v, y[r]);
+		_mm256_storeu_ps(v, _mm256_add_ps(y[r], z[r]));
 		for (int i = 0; i < nw; i++)
 			o[i] = v[i];
 	}
 }
 #endif
 
-QMM_INLINE void qmm(const int T, float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-		    int m0, int m1)
+/* decode: one activation row, 4 weight rows at a time */
+QMM_INLINE void decode(const int T, float *out, const char *x, const pm_weight *w, int m0, int m1)
 {
 	int nb = w->cols / 32;
 	size_t rb = w->row_bytes;
-	const char *x = xq;
-	if (n == 1) {
-		for (int m = m0; m < m1; m += 4)
-			tile(T, 1, 1, out + m, ldo, pm_weight_row(w, m), rb, m1 - m < 4 ? m1 - m : 4, x, xs, nb);
-		return;
-	}
+	for (int m = m0; m < m1; m += 4)
+		tile(T, 1, 1, out + m, 0, pm_weight_row(w, m), rb, m1 - m < 4 ? m1 - m : 4, x, 0, nb);
+}
+
+/* batch: n > 1 activation rows, in chunks of XCHUNK */
+QMM_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t xs, const pm_weight *w, int n,
+		      int m0, int m1)
+{
+	int nb = w->cols / 32;
+	size_t rb = w->row_bytes;
 	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
 		int r1 = n - r0 < XCHUNK ? n : r0 + XCHUNK;
 #if QMM_VNNI
 		for (int m = m0; m < m1; m += 8)
 			batch8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8,
 			       x + (size_t)r0 * xs, xs, r1 - r0, nb);
-		continue;
-#endif
+#else
 		for (int m = m0; m < m1; m += 4) {
 			const uint8_t *wm = pm_weight_row(w, m);
 			int nw = m1 - m < 4 ? m1 - m : 4, r = r0;
@@ -356,14 +364,30 @@ QMM_INLINE void qmm(const int T, float *out, size_t ldo, const void *xq, size_t 
 			if (r < r1)
 				tile(T, 1, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
 		}
+#endif
 	}
 }
 
+/* the decode and batch paths are separate functions, so neither's
+ * register allocation pays for the other's */
 #define QMM_KERNEL(NAME, T)                                                                          \
+	static QMM_ATTR __attribute__((noinline)) void NAME##_decode(float *out, const char *x,         \
+								     const pm_weight *w, int m0, int m1) \
+	{                                                                                            \
+		decode(T, out, x, w, m0, m1);                                                        \
+	}                                                                                            \
+	static QMM_ATTR __attribute__((noinline)) void NAME##_batch(                                  \
+		float *out, size_t ldo, const char *x, size_t xs, const pm_weight *w, int n, int m0, int m1) \
+	{                                                                                            \
+		batch(T, out, ldo, x, xs, w, n, m0, m1);                                             \
+	}                                                                                            \
 	static QMM_ATTR void NAME(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, \
 				  int n, int m0, int m1)                                             \
 	{                                                                                            \
-		qmm(T, out, ldo, xq, xs, w, n, m0, m1);                                              \
+		if (n == 1)                                                                          \
+			NAME##_decode(out, xq, w, m0, m1);                                           \
+		else                                                                                 \
+			NAME##_batch(out, ldo, xq, xs, w, n, m0, m1);                                \
 	}
 
 QMM_KERNEL(qmm_q8_0, T8_0)
