@@ -13,8 +13,10 @@
  *
  * The 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) no longer come here:
  * they compute with int8 activations and integer dot products (qmm_32.c,
- * actquant.h), measured 1.8x (1376x512) to 2.6x (16384x4096, from DRAM)
- * faster than this file's float Q4_0 kernel on one thread, at a cost of
+ * actquant.h). Measured against this file's float Q8_0/Q4_0 kernels and
+ * the float tile path, one thread, side by side (min of 7, shared
+ * machine): decode 2.0-3.4x (1376x512 .. 4096x2048), 8 rows 2.2-3.0x,
+ * 64 rows 1.7-2.0x with VNNI (0.8-1.0x with AVX2 alone), at a cost of
  * ~0.4% relative error per product; the Go reference quantizes its
  * activations by the same rule, so greedy tokens still match it. The
  * types here keep float32 activations.
