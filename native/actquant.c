@@ -7,7 +7,7 @@
 #include <math.h>
 
 /* quant_block quantizes n floats of x into q and returns d. */
-static float quant_block(int8_t *q, const float *x, int n)
+static float quant_block_c(int8_t *q, const float *x, int n)
 {
 	float amax = 0;
 	for (int i = 0; i < n; i++) {
@@ -29,11 +29,71 @@ static float quant_block(int8_t *q, const float *x, int n)
 	return d;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* quant_block_avx2 is quant_block_c for n a multiple of 32, bitwise: the
+ * same float32 product, rounding (ties to even), clamp and NaN rule. */
+static __attribute__((target("avx2"))) float quant_block_avx2(int8_t *q, const float *x, int n)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 m = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8) /* max(a, m) keeps m when a is NaN */
+		m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	float amax = _mm_cvtss_f32(h);
+	float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+	const __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(127), lo = _mm256_set1_ps(-127);
+	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	for (int i = 0; i < n; i += 32) {
+		__m256i v[4];
+		for (int j = 0; j < 4; j++) {
+			__m256 p = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * j), vid),
+						   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+			p = _mm256_and_ps(p, _mm256_cmp_ps(p, p, _CMP_ORD_Q)); /* NaN -> 0 */
+			v[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(p, lo), hi));
+		}
+		__m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+		_mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(b, perm));
+	}
+	return d;
+}
+
+static int use_avx2(void)
+{
+	/* the CPU model was initialized when the engine picked its kernels */
+	return __builtin_cpu_supports("avx2");
+}
+#else
+static float quant_block_avx2(int8_t *q, const float *x, int n)
+{
+	return quant_block_c(q, x, n);
+}
+
+static int use_avx2(void)
+{
+	return 0;
+}
+#endif
+
+float pm_quant_block(int8_t *q, const float *x, int n, int avx2)
+{
+	return avx2 && n % 32 == 0 && use_avx2() ? quant_block_avx2(q, x, n) : quant_block_c(q, x, n);
+}
+
+static float quant_block(int8_t *q, const float *x, int n, int avx2)
+{
+	return avx2 ? quant_block_avx2(q, x, n) : quant_block_c(q, x, n);
+}
+
 void pm_quant_act32(pm_act32 *dst, const float *x, int k)
 {
+	int avx2 = use_avx2();
 	for (int b = 0; b < k / 32; b++) {
 		pm_act32 *y = dst + b;
-		y->d = quant_block(y->q, x + 32 * (size_t)b, 32);
+		y->d = quant_block(y->q, x + 32 * (size_t)b, 32, avx2);
 		int sum = 0;
 		for (int i = 0; i < 32; i++)
 			sum += y->q[i];
@@ -43,9 +103,10 @@ void pm_quant_act32(pm_act32 *dst, const float *x, int k)
 
 void pm_quant_act256(pm_act256 *dst, const float *x, int k)
 {
+	int avx2 = use_avx2();
 	for (int b = 0; b < k / 256; b++) {
 		pm_act256 *y = dst + b;
-		y->d = quant_block(y->q, x + 256 * (size_t)b, 256);
+		y->d = quant_block(y->q, x + 256 * (size_t)b, 256, avx2);
 		for (int j = 0; j < 16; j++) {
 			int sum = 0;
 			for (int i = 0; i < 16; i++)

@@ -47,6 +47,12 @@ typedef struct {
 	int8_t q[256];
 } pm_act256;
 
+/* pm_quant_block quantizes n floats of x into q by the rule above and
+ * returns d; avx2 != 0 uses the AVX2 code where the CPU has it and n is a
+ * multiple of 32 (bitwise the same result; the quantizers below use it
+ * whenever they can). For tests. */
+float pm_quant_block(int8_t *q, const float *x, int n, int avx2);
+
 /* pm_quant_act32 quantizes k floats (k % 32 == 0) into k / 32 blocks. */
 void pm_quant_act32(pm_act32 *dst, const float *x, int k);
 
@@ -82,6 +88,12 @@ typedef struct {
  */
 pm_qmm pm_qmm_32(uint32_t type, int avx2);
 pm_qmm pm_qmm_k(uint32_t type, int avx2);
+
+/* pm_qmm_32_x86 returns one of qmm_32.c's x86 kernels for type: vnni 0
+ * the AVX2 build, 1 the AVX-512 VNNI build (bitwise the same results;
+ * pm_qmm_32(type, 1) picks it where it runs); fn NULL when this build or
+ * CPU cannot run it. For tests and benchmarks. */
+pm_qmm pm_qmm_32_x86(uint32_t type, int vnni);
 
 /* pm_qmm_for returns type's integer kernel from either family. */
 pm_qmm pm_qmm_for(uint32_t type, int avx2);

@@ -11,20 +11,15 @@
  * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)): the sequence kernels.c's matmul runs
  * on the dequantized rows. test_quant.c checks the two agree bitwise.
  *
- * Activations stay float32. The alternative ggml uses, activations
- * quantized per 32-block to int8 (Q8_0) and integer dot products
- * (maddubs), was measured against this file's Q4_0 kernel on one thread
- * (a throwaway benchmark, same Q4_0 matrices, activation quantization
- * included): 1.8x faster at 1376x512, 1.95x at 4096x4096 (in L3), 2.6x at
- * 16384x4096 (from DRAM), at a cost of ~0.4% relative error in every
- * product (max |diff| 0.16 on outputs of magnitude 42). float32 was kept
- * for now because the engine's contract is greedy tokens identical to the
- * float64 Go reference (it dequantizes the same weights and multiplies
- * float activations); int8 activations would need the reference to
- * quantize its activations the same way, and the tile path (batches,
- * prefill) the same integer kernels, to stay batch-invariant. That is the
- * way to llama.cpp's 4-bit decode speed: today Q4_0 runs at ~0.4x and
- * Q4_K_M at ~0.25x of llama.cpp at batch 1, while F16 is 1.4x.
+ * The 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) no longer come here:
+ * they compute with int8 activations and integer dot products (qmm_32.c,
+ * actquant.h). Measured against this file's float Q8_0/Q4_0 kernels and
+ * the float tile path, one thread, side by side (min of 7, shared
+ * machine): decode 2.0-3.4x (1376x512 .. 4096x2048), 8 rows 2.2-3.0x,
+ * 64 rows 1.7-2.0x with VNNI (0.8-1.0x with AVX2 alone), at a cost of
+ * ~0.4% relative error per product; the Go reference quantizes its
+ * activations by the same rule, so greedy tokens still match it. The
+ * types here keep float32 activations.
  */
 #include "kernels.h"
 #include "weights.h"
@@ -53,35 +48,7 @@ AVX2_INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
 	return _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
 }
 
-/* i8x32 turns 32 signed bytes into 4 x 8 floats scaled by d (d * q). */
-AVX2_INLINE void scale_i8(__m256i q, __m256 d, __m256 v[4])
-{
-	__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-	v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
-	v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))));
-	v[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
-	v[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
-}
-
-AVX2_INLINE __m256i nibbles32(const uint8_t *qs)
-{
-	__m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
-	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-}
-
 /* dec_* decode 32-element chunk j of a row into v[4] (element order). */
-AVX2_INLINE void dec_q8_0(const uint8_t *row, int j, __m256 v[4])
-{
-	const uint8_t *b = row + 34 * (size_t)j;
-	scale_i8(_mm256_loadu_si256((const __m256i *)(b + 2)), _mm256_set1_ps(f16at(b)), v);
-}
-
-AVX2_INLINE void dec_q4_0(const uint8_t *row, int j, __m256 v[4])
-{
-	const uint8_t *b = row + 18 * (size_t)j;
-	scale_i8(_mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8)), _mm256_set1_ps(f16at(b)), v);
-}
-
 AVX2_INLINE void dec_f16(const uint8_t *row, int j, __m256 v[4])
 {
 	const __m128i *p = (const __m128i *)(row + 64 * (size_t)j);
@@ -224,8 +191,6 @@ AVX2_INLINE void dec_q6_k(const uint8_t *row, int j, __m256 v[4])
 		}                                                                           \
 	}
 
-MATVEC(mv_q8_0, dec_q8_0)
-MATVEC(mv_q4_0, dec_q4_0)
 MATVEC(mv_f16, dec_f16)
 MATVEC(mv_bf16, dec_bf16)
 MATVEC(mv_q4_k, dec_q4_k)
@@ -235,10 +200,6 @@ MATVEC(mv_q6_k, dec_q6_k)
 pm_matvec_fn pm_matvec_avx2(uint32_t type)
 {
 	switch (type) {
-	case PM_TYPE_Q8_0:
-		return mv_q8_0;
-	case PM_TYPE_Q4_0:
-		return mv_q4_0;
 	case PM_TYPE_F16:
 		return mv_f16;
 	case PM_TYPE_BF16:

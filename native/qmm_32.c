@@ -1,14 +1,182 @@
 /*
- * qmm_32.c: integer matrix products of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 weights
- * against pm_act32 activations (actquant.h).
- * No type is registered yet: each computes with float activations
- * (pm_matmul_w).
+ * qmm_32.c: integer matrix products of Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1
+ * weights (layouts in quant_32.c) against pm_act32 activations
+ * (actquant.h): out[r*ldo + m] = xq_r . w_m.
+ *
+ * Per 32-block b of an output, with the weight codes q_w (d_w, m_w) and
+ * the activation codes q_x (d_x, s_x = d_x * sum q_x):
+ *
+ *	sumi_b = sum q_w[i] * q_x[i]                (integers, exact)
+ *	y     += (d_w * d_x) * sumi_b               (float32)
+ *	y     += m_w * s_x                          (Q4_1, Q5_1: the min term)
+ *
+ * q_w is signed (Q8_0: the int8 codes, Q4_0: code - 8, Q5_0: code - 16)
+ * or, for the types with a min, the unsigned code (0..15, 0..31).
+ *
+ * Batch invariance: each set computes an output with one operation
+ * sequence that depends only on k, whatever n, the tile or the [m0, m1)
+ * split (test_quant.c checks it bitwise):
+ *   - portable: one float accumulator, the two statements above per block
+ *     (a product, then a sum, each rounded), in block order;
+ *   - x86 (qmm_32_x86.h): the integer dot of the unsigned codes (Q8_0's
+ *     offset by 128, Q4_0's and Q5_0's offset 8 and 16 left in), then two
+ *     fused multiply-adds per block: the scale term, and the min term with
+ *     m_w, or -offset * d_w (the offset taken off in float).
+ * The two sets agree closely, not bitwise (FMA rounds once; the offset).
+ *
+ * Speed: decode (n == 1) runs 4 weight rows at a time against the one
+ * activation row, prefetching the next 4 rows as matvec.c does; batches
+ * and prefill run tiles of 4 weight rows x 4 activation rows (AVX2), or,
+ * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 8 weight rows
+ * interleaved per k-chunk against every activation row of the chunk with
+ * vpdpbusd, each weight block decoded once per tile.
  */
 #include "actquant.h"
+#include "kernels.h"
+
+#include <string.h>
+
+/* ---- portable ---- */
+
+static float f16at(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return pm_half_to_float(h);
+}
+
+/* block bytes per type */
+static int block_bytes(uint32_t type)
+{
+	switch (type) {
+	case PM_TYPE_Q8_0:
+		return 34;
+	case PM_TYPE_Q4_0:
+		return 18;
+	case PM_TYPE_Q4_1:
+		return 20;
+	case PM_TYPE_Q5_0:
+		return 22;
+	case PM_TYPE_Q5_1:
+		return 24;
+	}
+	return 0;
+}
+
+/* codes writes the 32 weight codes of block b (signed, or unsigned for the
+ * types with a min: see the top of the file); *d and *m get the scale and
+ * min (0 without one). */
+static void codes(uint32_t type, const uint8_t *b, int8_t q[32], float *d, float *m)
+{
+	*d = f16at(b);
+	*m = 0;
+	const uint8_t *qs;
+	uint32_t qh = 0;
+	int bias = 0;
+	switch (type) {
+	case PM_TYPE_Q8_0:
+		memcpy(q, b + 2, 32);
+		return;
+	case PM_TYPE_Q4_0:
+		qs = b + 2, bias = 8;
+		break;
+	case PM_TYPE_Q4_1:
+		*m = f16at(b + 2);
+		qs = b + 4;
+		break;
+	case PM_TYPE_Q5_0:
+		memcpy(&qh, b + 2, 4);
+		qs = b + 6, bias = 16;
+		break;
+	default: /* Q5_1 */
+		*m = f16at(b + 2);
+		memcpy(&qh, b + 4, 4);
+		qs = b + 8;
+		break;
+	}
+	for (int j = 0; j < 16; j++) {
+		q[j] = (int8_t)(((qs[j] & 15) | (int)((qh >> j) & 1) << 4) - bias);
+		q[j + 16] = (int8_t)(((qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - bias);
+	}
+}
+
+/* rows of x per pass over a weight row: the weight row's codes are decoded
+ * once per block per pass */
+enum { PCHUNK = 16 };
+
+static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+			 int m0, int m1)
+{
+	int nb = w->cols / 32, bb = block_bytes(w->type);
+	int min = w->type == PM_TYPE_Q4_1 || w->type == PM_TYPE_Q5_1;
+	for (int m = m0; m < m1; m++) {
+		const uint8_t *row = pm_weight_row(w, m);
+		for (int r0 = 0; r0 < n; r0 += PCHUNK) {
+			int rn = n - r0 < PCHUNK ? n - r0 : PCHUNK;
+			float acc[PCHUNK] = {0};
+			for (int b = 0; b < nb; b++) {
+				int8_t q[32];
+				float d, mn;
+				codes(w->type, row + (size_t)b * bb, q, &d, &mn);
+				for (int r = 0; r < rn; r++) {
+					const pm_act32 *a = (const pm_act32 *)((const char *)xq +
+									(size_t)(r0 + r) * xs) + b;
+					int sumi = 0;
+					for (int i = 0; i < 32; i++)
+						sumi += q[i] * a->q[i];
+					float s = d * a->d;
+					acc[r] = acc[r] + s * (float)sumi;
+					if (min) {
+						float t = mn * a->s;
+						acc[r] = acc[r] + t;
+					}
+				}
+			}
+			for (int r = 0; r < rn; r++)
+				out[(size_t)(r0 + r) * ldo + m] = acc[r];
+		}
+	}
+}
+
+/* ---- x86: AVX2, and AVX-512 VNNI where the CPU has it (qmm_32_x86.h) ---- */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_QMM_X86 1
+#define QMM_TARGET "avx2,fma,f16c"
+#define QMM_VNNI 0
+#define QMM_FN qmm_32_avx2
+#include "qmm_32_x86.h"
+
+pm_qmm_fn qmm_32_vnni(uint32_t type); /* qmm_32_vnni.c */
+
+static int cpu_has_vnni(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+}
+#endif
+
+pm_qmm pm_qmm_32_x86(uint32_t type, int vnni)
+{
+#ifdef HAVE_QMM_X86
+	if (block_bytes(type) && pm_cpu_has_avx2() && __builtin_cpu_supports("f16c") && (!vnni || cpu_has_vnni()))
+		return (pm_qmm){32, vnni ? qmm_32_vnni(type) : qmm_32_avx2(type)};
+#endif
+	(void)type;
+	(void)vnni;
+	return (pm_qmm){0, 0};
+}
 
 pm_qmm pm_qmm_32(uint32_t type, int avx2)
 {
-	(void)type;
-	(void)avx2;
-	return (pm_qmm){0, 0};
+	if (block_bytes(type) == 0)
+		return (pm_qmm){0, 0};
+	if (avx2) {
+		pm_qmm q = pm_qmm_32_x86(type, 1);
+		if (!q.fn)
+			q = pm_qmm_32_x86(type, 0);
+		if (q.fn)
+			return q;
+	}
+	return (pm_qmm){32, qmm_portable};
 }

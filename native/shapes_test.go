@@ -65,6 +65,22 @@ func openShape(t testing.TB, name string, mod func(*Config)) *Engine {
 }
 
 // worstDiff is the largest |a - b| over the logits of every position.
+// quantTolerance is TestShapesQuantized's bound on |logit - reference|
+// relative to the largest logit: 4e-6 (float32 against float64
+// arithmetic), or 0.012 when a type in mask computes with int8 activations
+// (reference.ActBlock): there a value within float32 rounding of a code
+// boundary takes the neighbouring code in the engine (see typeTolerance).
+// Measured 0.0063 (0.041 on logits up to 6.39, tiny-qwen3 q8_0); 0.012
+// leaves 1.9x.
+func quantTolerance(mask uint64) float64 {
+	for t := 0; t < 64; t++ {
+		if mask&(1<<t) != 0 && reference.ActBlock(gguf.TensorType(t)) != 0 {
+			return 0.012
+		}
+	}
+	return 4e-6
+}
+
 func worstDiff(got []float32, want [][]float32, vocab int) float64 {
 	worst := 0.0
 	for i := range want {
@@ -402,9 +418,10 @@ func TestShapesQuantized(t *testing.T) {
 					t.Fatal(err)
 				}
 				worst, scale := worstDiff(got, want, ref.Vocab), maxAbs(want)
-				if worst > 4e-6*max(1, scale) {
+				if worst > quantTolerance(f.TypeMask)*max(1, scale) {
 					t.Fatalf("logits (largest %.3g) differ from the reference by %g", scale, worst)
 				}
+				t.Logf("max |logit - reference| = %.2g (largest %.3g)", worst, scale)
 				var reqs []*request
 				for i := 0; i < 4; i++ {
 					reqs = append(reqs, &request{prompt: prompt(i, 5+9*i), p: Params{MaxTokens: 20}})

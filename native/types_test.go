@@ -117,8 +117,17 @@ func TestTypesWeightsAsStored(t *testing.T) {
 // float32 against float64 arithmetic, and it does not grow with the
 // quantization error. Measured 2.1e-6 .. 3.8e-6 for every type and both
 // kernel sets; 1e-5 (as the F32 test) leaves 2.6x.
+//
+// The types with int8 activations (actquant.h; here Q8_0, Q4_0, Q4_1)
+// add one effect: the engine quantizes its float32 activations, the
+// reference its float64 ones, and where a value lies within float32
+// rounding of a code boundary the two take neighbouring codes. Measured:
+// 1.2e-6 when no code flips, 0.0048 .. 0.030 when one does (logits of
+// magnitude ~4); 0.05 leaves 1.7x and stays below the 0.095 .. 0.13 that
+// skipping the activation quantization would show (the reference's int8
+// against float activations on the same prompt).
 var typeTolerance = map[string]float64{
-	"f32": 1e-5, "f16": 1e-5, "bf16": 1e-5, "q8_0": 1e-5, "q4_0": 1e-5, "q4_1": 1e-5,
+	"f32": 1e-5, "f16": 1e-5, "bf16": 1e-5, "q8_0": 0.05, "q4_0": 0.05, "q4_1": 0.05,
 	"q4_k_m": 1e-5, "q5_k_m": 1e-5, "q6_k": 1e-5,
 }
 

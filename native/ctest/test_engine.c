@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actquant.h"
 #include "engine.h"
 #include "kernels.h"
 
@@ -977,6 +978,21 @@ static void widen(f32_copy *c, pm_weight *w)
 	c->buf[c->n++] = f;
 }
 
+/* int8_acts reports whether a matrix of m computes with int8 activations. */
+static int int8_acts(const pm_model *m)
+{
+	if (pm_qmm_for(m->output.type, 1).fn || pm_qmm_for(m->tok_embd.type, 1).fn)
+		return 1;
+	for (int l = 0; l < m->n_layers; l++) {
+		const pm_layer *L = &m->layers[l];
+		const pm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+		for (int i = 0; i < 7; i++)
+			if (pm_qmm_for(ws[i]->type, 1).fn)
+				return 1;
+	}
+	return 0;
+}
+
 /*
  * The tiny-k model in every file type mkmodel writes (run.sh puts them in
  * PICOMETER_TYPED_MODELS as tiny-k-<type>.gguf): each loads, its logits match
@@ -1005,6 +1021,7 @@ static void test_typed_models(void)
 		const pm_model *m = NULL;
 		pm_engine_model(e, &m);
 		f32_copy cp = {.m = *m};
+		int int8 = int8_acts(m);
 		widen(&cp, &cp.m.tok_embd);
 		if (m->tied_output)
 			cp.m.output = cp.m.tok_embd;
@@ -1028,9 +1045,15 @@ static void test_typed_models(void)
 			float d = fabsf(got[i] - want[i]);
 			worst = d > worst ? d : worst;
 		}
-		/* measured <= 4e-6 for every type (float32 against double over the
-		 * same dequantized weights) */
-		CHECK(worst < 1e-5f, "%s: logits differ from the naive forward by %g", types[ti], worst);
+		/* measured <= 4e-6 for every type with float activations (float32
+		 * against double over the same dequantized weights). With int8
+		 * activations (actquant.h) the naive forward's float ones differ by
+		 * the activation quantization itself: measured 0.067 .. 0.079 (Q8_0,
+		 * Q4_0, Q4_1), bound 0.2; the Go tests check those types exactly
+		 * against a reference that quantizes the same way, and test_quant.c
+		 * the kernels. */
+		float tol = int8 ? 0.2f : 1e-5f;
+		CHECK(worst < tol, "%s: logits differ from the naive forward by %g", types[ti], worst);
 		job j;
 		make_job(&j, 5, 1);
 		run_jobs(e, &j, 1, 0);

@@ -221,6 +221,31 @@ static void test_act_golden(void)
 	      "pm_act_row_bytes");
 }
 
+/* test_act_avx2: the AVX2 activation quantizer gives bitwise the portable
+ * one's d and codes, on random blocks and on ties, NaN, infinities and
+ * subnormals. */
+static void test_act_avx2(void)
+{
+	static float x[256];
+	for (int it = 0; it < 200; it++) {
+		int n = it % 2 ? 256 : 32;
+		float scale = it % 7 == 0 ? 1e-39f : it % 5 == 0 ? 127.0f : 1.0f + (float)(rnd() % 1000);
+		for (int i = 0; i < n; i++)
+			x[i] = (float)((int)(rnd() % 20001) - 10000) / 10000.0f * scale;
+		if (it % 5 == 0) /* amax 127: codes are x itself, halves are ties */
+			for (int i = 0; i < n; i++)
+				x[i] = i == 0 ? 127.0f : (float)((int)(rnd() % 255) - 127) + (rnd() % 2 ? 0.5f : 0.0f);
+		if (it % 11 == 3)
+			x[rnd() % n] = NAN;
+		if (it % 13 == 4)
+			x[rnd() % n] = it % 2 ? INFINITY : -INFINITY;
+		int8_t qc[256], qa[256];
+		float dc = pm_quant_block(qc, x, n, 0), da = pm_quant_block(qa, x, n, 1);
+		CHECK(memcmp(&dc, &da, sizeof dc) == 0 && memcmp(qc, qa, (size_t)n) == 0,
+		      "block %d (n %d): avx2 d %g, portable %g, or the codes differ", it, n, da, dc);
+	}
+}
+
 /* test_qmm checks every type's integer kernel of one set: against the
  * double product of the dequantized weights and activations, row r of a
  * batch bitwise row r alone, and any split of the weight rows bitwise the
@@ -287,6 +312,36 @@ static int test_qmm(int avx2)
 	return kernels;
 }
 
+/* test_qmm_vnni: where the CPU has AVX-512 VNNI, qmm_32's VNNI build gives
+ * bitwise the AVX2 build's results, batched and alone. Returns the number
+ * of types compared. */
+static int test_qmm_vnni(void)
+{
+	enum { M = 13, K = 512, N = 7 };
+	static uint8_t wb[M * K * 2];
+	static float x[N * K], a[N * M], v[N * M];
+	static char scratch[N * K * 2];
+	int compared = 0;
+	for (size_t t = 0; t < N_TYPES; t++) {
+		uint32_t ty = all_types[t];
+		pm_qmm q0 = pm_qmm_32_x86(ty, 0), q1 = pm_qmm_32_x86(ty, 1);
+		if (!q0.fn || !q1.fn)
+			continue;
+		compared++;
+		random_rows(wb, ty, M, K);
+		for (int i = 0; i < N * K; i++)
+			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K)};
+		for (int n = 1; n <= N; n += N - 1) {
+			pm_matmul_q(q0, a, M, x, K, &w, n, 0, M, scratch);
+			pm_matmul_q(q1, v, M, x, K, &w, n, 0, M, scratch);
+			CHECK(memcmp(a, v, sizeof(float) * (size_t)(n * M)) == 0,
+			      "type %u, %d rows: the VNNI kernel != the AVX2 kernel", ty, n);
+		}
+	}
+	return compared;
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -305,12 +360,17 @@ int main(int argc, char **argv)
 	}
 	printf("activation quantizers: golden blocks\n");
 	test_act_golden();
+	if (pm_kernels_avx2()) {
+		printf("activation quantizers: avx2 == portable\n");
+		test_act_avx2();
+	}
 	printf("integer kernels (portable): %d types\n", test_qmm(0));
 	if (pm_kernels_avx2()) {
 		int n = test_qmm(1);
 		printf("integer kernels (avx2): %d types\n", n);
 		CHECK(n == test_qmm(0), "the avx2 set has %d integer kernels, portable %d", n, test_qmm(0));
 	}
+	printf("integer kernels: VNNI == AVX2 (%d types; 0 without VNNI)\n", test_qmm_vnni());
 	if (fails) {
 		fprintf(stderr, "test_quant: %d failures\n", fails);
 		return 1;

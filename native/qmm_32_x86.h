@@ -1,0 +1,415 @@
+/*
+ * qmm_32_x86.h: the x86 kernels of qmm_32.c, written once and built twice:
+ * by qmm_32.c for AVX2 (QMM_VNNI 0) and by qmm_32_vnni.c for AVX-512 VNNI
+ * on 256-bit registers (QMM_VNNI 1). Only the integer step differs
+ * (maddubs + madd, or one vpdpbusd); its lanes are exact integers either
+ * way and every float operation is the same, so the two builds give
+ * bitwise the same results (test_quant.c checks it). The includer defines
+ * QMM_TARGET (the target attribute string), QMM_VNNI and QMM_FN (the name
+ * of the function returning a type's kernel).
+ *
+ * An output is a sum over blocks. Per block, with u the weights' unsigned
+ * codes (Q8_0: q + 128; Q4_0, Q5_0: the stored code, offset 8 or 16 still
+ * in; Q4_1, Q5_1: the code) and S = sum u * q_x (exact integer):
+ *
+ *	y = fmadd(d_w * d_x, float(S), y)
+ *	z = fmadd(m', s_x, z)       m' = m_w (Q4_1, Q5_1), else -offset * d_w
+ *
+ * and the output is y + z (two chains, so their latencies overlap; -offset
+ * * d_w is exact: a power of two times d_w). The sequence depends
+ * only on k, and every path below computes S exactly, so decode (4 weight
+ * rows, their 4 outputs the lanes of one accumulator, the next 4 rows
+ * prefetched), the AVX2 batch tiles (4 weight rows x 4, 2 or 1 activation
+ * rows) and the VNNI batch path (8 weight rows interleaved per k-chunk,
+ * each activation group of 4 codes broadcast against them: no horizontal
+ * sums) give every output bitwise the same value, whatever n or the split.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "actquant.h"
+
+#define QMM_ATTR __attribute__((target(QMM_TARGET)))
+#define QMM_INLINE static inline __attribute__((always_inline, target(QMM_TARGET)))
+
+/* the loops over a tile's 4 weight rows and R activation rows are unrolled
+ * so the accumulators live in registers (-O2 does not unroll them) */
+#define UNROLL _Pragma("GCC unroll 8")
+
+enum { T8_0, T4_0, T4_1, T5_0, T5_1 };
+
+QMM_INLINE int tbytes(const int T)
+{
+	return T == T8_0 ? 34 : T == T4_0 ? 18 : T == T4_1 ? 20 : T == T5_0 ? 22 : 24;
+}
+
+QMM_INLINE int has_min(const int T)
+{
+	return T == T4_1 || T == T5_1;
+}
+
+/* nib32: a block's 32 4-bit codes as bytes, element order */
+QMM_INLINE __m256i nib32(const uint8_t *qs)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
+	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* hi5: 16 in byte j where bit j of the little-endian qh[4] is set, else 0 */
+QMM_INLINE __m256i hi5(const uint8_t *p)
+{
+	const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+					      2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+	uint32_t qh;
+	memcpy(&qh, p, 4);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+	return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* offset of the signed types' codes in u (128, 8, 16), 0 for the types
+ * with a min */
+QMM_INLINE int offset(const int T)
+{
+	return T == T8_0 ? 128 : T == T4_0 ? 8 : T == T5_0 ? 16 : 0;
+}
+
+/* ucodes: a block's 32 codes u as bytes, element order */
+QMM_INLINE __m256i ucodes(const int T, const uint8_t *b)
+{
+	switch (T) {
+	case T8_0:
+		return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 2)), _mm256_set1_epi8(-128));
+	case T4_0:
+		return nib32(b + 2);
+	case T4_1:
+		return nib32(b + 4);
+	case T5_0:
+		return _mm256_or_si256(nib32(b + 6), hi5(b + 2));
+	default:
+		return _mm256_or_si256(nib32(b + 8), hi5(b + 4));
+	}
+}
+
+/*
+ * A weight block as the decode/AVX2 integer step wants it: c = u, except
+ * AVX2 Q8_0, where u (up to 255) would saturate maddubs's pairs: there
+ * c = |q|, aux = q (the sign goes onto the activation) and the activation
+ * side adds 128 * (its sums per 4).
+ */
+typedef struct {
+	__m256i c, aux;
+} wblk;
+
+QMM_INLINE wblk wprep(const int T, const uint8_t *b)
+{
+	wblk w = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#if !QMM_VNNI
+	if (T == T8_0) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
+		w.c = _mm256_abs_epi8(q);
+		w.aux = q;
+		return w;
+	}
+#endif
+	w.c = ucodes(T, b);
+	return w;
+}
+
+/* An activation block: its codes, and for AVX2 Q8_0 128 * (sums per 4). */
+typedef struct {
+	__m256i x, x128;
+} xblk;
+
+QMM_INLINE xblk xprep(const int T, const pm_act32 *a)
+{
+	__m256i x = _mm256_loadu_si256((const __m256i *)a->q);
+	xblk p = {x, _mm256_setzero_si256()};
+#if !QMM_VNNI
+	if (T == T8_0)
+		p.x128 = _mm256_slli_epi32(
+			_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1)), 7);
+#endif
+	return p;
+}
+
+/*
+ * lanes: 8 int32 lanes summing to S, lane l over elements 4l .. 4l+3. No
+ * int16 step of the AVX2 build saturates: pairs reach 2 * 128 * 127 (Q8_0,
+ * |q| against the signed x) or 2 * 31 * 127.
+ */
+QMM_INLINE __m256i lanes(const int T, wblk w, xblk x)
+{
+#if QMM_VNNI
+	return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c, x.x);
+#else
+	if (T == T8_0)
+		return _mm256_add_epi32(
+			_mm256_madd_epi16(_mm256_maddubs_epi16(w.c, _mm256_sign_epi8(x.x, w.aux)), _mm256_set1_epi16(1)),
+			x.x128);
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(w.c, x.x), _mm256_set1_epi16(1));
+#endif
+}
+
+/* sum4: the 4 lane sums of a, b, c, d (exact: a block's sum fits easily) */
+QMM_INLINE __m128i sum4(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* h4: the F16 values at p[0..3] + off as 4 floats */
+QMM_INLINE __m128 h4(const uint8_t *const p[4], int off)
+{
+	uint64_t v = 0;
+	UNROLL for (int i = 0; i < 4; i++) {
+		uint16_t h;
+		memcpy(&h, p[i] + off, 2);
+		v |= (uint64_t)h << (16 * i);
+	}
+	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
+}
+
+/*
+ * tile: outputs of weight rows w .. w + nw - 1 (nw <= 4, rows rb bytes
+ * apart) against R activation rows at xq (xs bytes apart), stored at
+ * out[r*ldo + i]. A short tile repeats its last row and stores only nw
+ * outputs, so every output takes the same operations. PF != 0 prefetches
+ * the next 4 rows (the bytes after these), a share per block: without it
+ * decode stalls on each row stream (matvec.c).
+ */
+QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t ldo, const uint8_t *w,
+		     size_t rb, int nw, const char *xq, size_t xs, int nb)
+{
+	const int BB = tbytes(T);
+	const uint8_t *wr[4];
+	UNROLL for (int i = 0; i < 4; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	const char *nx = (const char *)w + 4 * rb;
+	size_t share = (4 * rb + (size_t)nb - 1) / (size_t)nb;
+	__m128 y[R], z[R];
+	UNROLL for (int r = 0; r < R; r++)
+		y[r] = z[r] = _mm_setzero_ps();
+	for (int j = 0; j < nb; j++) {
+		if (PF)
+			for (size_t o = 0; o < share; o += 64)
+				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
+		const uint8_t *b[4];
+		wblk c[4];
+		UNROLL for (int i = 0; i < 4; i++) {
+			b[i] = wr[i] + (size_t)j * BB;
+			c[i] = wprep(T, b[i]);
+		}
+		__m128 dw = h4(b, 0);
+		__m128 mw = has_min(T) ? h4(b, 2) : _mm_mul_ps(dw, _mm_set1_ps(-(float)offset(T)));
+		UNROLL for (int r = 0; r < R; r++) {
+			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + j;
+			xblk x = xprep(T, a);
+			__m256i l[4];
+			UNROLL for (int i = 0; i < 4; i++)
+				l[i] = lanes(T, c[i], x);
+			__m128 si = _mm_cvtepi32_ps(sum4(l[0], l[1], l[2], l[3]));
+			y[r] = _mm_fmadd_ps(_mm_mul_ps(dw, _mm_set1_ps(a->d)), si, y[r]);
+			z[r] = _mm_fmadd_ps(mw, _mm_set1_ps(a->s), z[r]);
+		}
+	}
+	UNROLL for (int r = 0; r < R; r++) {
+		float *o = out + (size_t)r * ldo;
+		__m128 yz = _mm_add_ps(y[r], z[r]);
+		if (nw == 4) {
+			_mm_storeu_ps(o, yz);
+		} else {
+			float v[4];
+			_mm_storeu_ps(v, yz);
+			for (int i = 0; i < nw; i++)
+				o[i] = v[i];
+		}
+	}
+}
+
+/* activation rows per chunk of a batch: the chunk's quantized rows stay in
+ * L2 while every weight tile passes over them */
+enum { XCHUNK = 64 };
+
+#if QMM_VNNI
+/* blocks per k-chunk of the VNNI batch path: 8 rows x KB blocks of
+ * interleaved codes (4 KiB) stay in L1 while the activation rows pass */
+enum { KB = 16 };
+
+/* rows8: R activation rows (xs bytes apart) against the k-chunk's
+ * interleaved blocks g, their y updated in block order; R rows at once so
+ * the fmadd chains of different rows overlap */
+QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[KB][8], const __m256 *dw,
+		      const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
+{
+	__m256 yr[R], zr[R];
+	UNROLL for (int r = 0; r < R; r++)
+		yr[r] = y[r], zr[r] = z[r];
+	for (int b = 0; b < kn; b++) {
+		UNROLL for (int r = 0; r < R; r++) {
+			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
+			int32_t q4[8];
+			memcpy(q4, a->q, 32);
+			__m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
+			UNROLL for (int j = 0; j < 8; j += 2) {
+				e = _mm256_dpbusd_epi32(e, g[b][j], _mm256_set1_epi32(q4[j]));
+				o = _mm256_dpbusd_epi32(o, g[b][j + 1], _mm256_set1_epi32(q4[j + 1]));
+			}
+			__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
+			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr[r]);
+			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), zr[r]);
+		}
+	}
+	UNROLL for (int r = 0; r < R; r++)
+		y[r] = yr[r], z[r] = zr[r];
+}
+
+/*
+ * batch8: outputs of weight rows w .. w + nw - 1 (nw <= 8) against the n
+ * (<= XCHUNK) activation rows at xq. Per k-chunk the 8 rows' codes are
+ * interleaved, g[b][j] = 4 codes of elements 4j..4j+3 of each row in turn,
+ * so vpdpbusd against the activation's 4 codes of group j broadcast adds
+ * each row's partial sum into its own lane: S for 8 outputs in 8
+ * instructions, no horizontal sums. A short tile repeats its last row.
+ */
+QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
+		       size_t xs, int n, int nb)
+{
+	__m256i g[KB][8];
+	__m256 dw[KB], mw[KB], y[XCHUNK], z[XCHUNK];
+	const uint8_t *wr[8];
+	UNROLL for (int i = 0; i < 8; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	for (int r = 0; r < n; r++)
+		y[r] = z[r] = _mm256_setzero_ps();
+	const int BB = tbytes(T);
+	for (int k0 = 0; k0 < nb; k0 += KB) {
+		int kn = nb - k0 < KB ? nb - k0 : KB;
+		for (int b = 0; b < kn; b++) {
+			const uint8_t *p[8];
+			__m256i u[8];
+			uint16_t hd[8], hm[8];
+			UNROLL for (int i = 0; i < 8; i++) {
+				p[i] = wr[i] + (size_t)(k0 + b) * BB;
+				u[i] = ucodes(T, p[i]);
+				memcpy(&hd[i], p[i], 2);
+				memcpy(&hm[i], p[i] + 2, 2);
+			}
+			/* 8 x 8 transpose of 32-bit groups */
+			__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
+			__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
+			__m256i t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
+			__m256i t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
+			__m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+			__m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+			__m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+			__m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+			g[b][0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+			g[b][4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+			g[b][1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+			g[b][5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+			g[b][2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+			g[b][6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+			g[b][3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+			g[b][7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+			dw[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+			mw[b] = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
+					   : _mm256_mul_ps(dw[b], _mm256_set1_ps(-(float)offset(T)));
+		}
+		int r = 0;
+		for (; r + 4 <= n; r += 4)
+			rows8(T, 4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+		for (; r < n; r++)
+			rows8(T, 1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+	}
+	for (int r = 0; r < n; r++) {
+		float v[8], *o = out + (size_t)r * ldo;
+		_mm256_storeu_ps(v, _mm256_add_ps(y[r], z[r]));
+		for (int i = 0; i < nw; i++)
+			o[i] = v[i];
+	}
+}
+#endif
+
+/* decode: one activation row, 4 weight rows at a time */
+QMM_INLINE void decode(const int T, float *out, const char *x, const pm_weight *w, int m0, int m1)
+{
+	int nb = w->cols / 32;
+	size_t rb = w->row_bytes;
+	for (int m = m0; m < m1; m += 4)
+		tile(T, 1, 1, out + m, 0, pm_weight_row(w, m), rb, m1 - m < 4 ? m1 - m : 4, x, 0, nb);
+}
+
+/* batch: n > 1 activation rows, in chunks of XCHUNK */
+QMM_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t xs, const pm_weight *w, int n,
+		      int m0, int m1)
+{
+	int nb = w->cols / 32;
+	size_t rb = w->row_bytes;
+	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
+		int r1 = n - r0 < XCHUNK ? n : r0 + XCHUNK;
+#if QMM_VNNI
+		for (int m = m0; m < m1; m += 8)
+			batch8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8,
+			       x + (size_t)r0 * xs, xs, r1 - r0, nb);
+#else
+		for (int m = m0; m < m1; m += 4) {
+			const uint8_t *wm = pm_weight_row(w, m);
+			int nw = m1 - m < 4 ? m1 - m : 4, r = r0;
+			for (; r + 4 <= r1; r += 4)
+				tile(T, 4, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+			for (; r + 2 <= r1; r += 2)
+				tile(T, 2, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+			if (r < r1)
+				tile(T, 1, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+		}
+#endif
+	}
+}
+
+/* the decode and batch paths are separate functions, so neither's
+ * register allocation pays for the other's */
+#define QMM_KERNEL(NAME, T)                                                                          \
+	static QMM_ATTR __attribute__((noinline)) void NAME##_decode(float *out, const char *x,         \
+								     const pm_weight *w, int m0, int m1) \
+	{                                                                                            \
+		decode(T, out, x, w, m0, m1);                                                        \
+	}                                                                                            \
+	static QMM_ATTR __attribute__((noinline)) void NAME##_batch(                                  \
+		float *out, size_t ldo, const char *x, size_t xs, const pm_weight *w, int n, int m0, int m1) \
+	{                                                                                            \
+		batch(T, out, ldo, x, xs, w, n, m0, m1);                                             \
+	}                                                                                            \
+	static QMM_ATTR void NAME(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, \
+				  int n, int m0, int m1)                                             \
+	{                                                                                            \
+		if (n == 1)                                                                          \
+			NAME##_decode(out, xq, w, m0, m1);                                           \
+		else                                                                                 \
+			NAME##_batch(out, ldo, xq, xs, w, n, m0, m1);                                \
+	}
+
+QMM_KERNEL(qmm_q8_0, T8_0)
+QMM_KERNEL(qmm_q4_0, T4_0)
+QMM_KERNEL(qmm_q4_1, T4_1)
+QMM_KERNEL(qmm_q5_0, T5_0)
+QMM_KERNEL(qmm_q5_1, T5_1)
+
+pm_qmm_fn QMM_FN(uint32_t type);
+pm_qmm_fn QMM_FN(uint32_t type)
+{
+	switch (type) {
+	case PM_TYPE_Q8_0:
+		return qmm_q8_0;
+	case PM_TYPE_Q4_0:
+		return qmm_q4_0;
+	case PM_TYPE_Q4_1:
+		return qmm_q4_1;
+	case PM_TYPE_Q5_0:
+		return qmm_q5_0;
+	case PM_TYPE_Q5_1:
+		return qmm_q5_1;
+	}
+	return NULL;
+}
