@@ -297,6 +297,16 @@ AVX2_INLINE __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d)
 	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
 
+/* finish4 is add_k / add_6 on 4 lanes (the same float32 operations). */
+AVX2_INLINE __m128 finish4(__m128 acc, __m128i sumi, __m128i summ, __m128 d, __m128 dmin, float x_d, int kind)
+{
+	__m128 dx = _mm_set1_ps(x_d), dd = _mm_mul_ps(d, dx);
+	if (kind == K_Q6)
+		return _mm_add_ps(acc, _mm_mul_ps(dd, _mm_cvtepi32_ps(_mm_sub_epi32(sumi, summ))));
+	__m128 dm = _mm_mul_ps(dmin, dx);
+	return _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(dd, _mm_cvtepi32_ps(sumi)), _mm_mul_ps(dm, _mm_cvtepi32_ps(summ))));
+}
+
 /* dot4 adds the super-block's term for weight rows u[0..3] and x to the
  * accumulators acc[0..3] (add_k / add_6 per lane). */
 AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind)
@@ -313,16 +323,9 @@ AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind)
 	__m128i sumi = hsum4(a0, a1, a2, a3);
 	__m128i summ = hsum4(_mm256_madd_epi16(u[0].corr, bs), _mm256_madd_epi16(u[1].corr, bs),
 			     _mm256_madd_epi16(u[2].corr, bs), _mm256_madd_epi16(u[3].corr, bs));
-	__m128 dx = _mm_set1_ps(x->d);
-	__m128 d = _mm_mul_ps(_mm_setr_ps(u[0].d, u[1].d, u[2].d, u[3].d), dx);
-	__m128 t;
-	if (kind == K_Q6) {
-		t = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_sub_epi32(sumi, summ)));
-	} else {
-		__m128 dm = _mm_mul_ps(_mm_setr_ps(u[0].dmin, u[1].dmin, u[2].dmin, u[3].dmin), dx);
-		t = _mm_sub_ps(_mm_mul_ps(d, _mm_cvtepi32_ps(sumi)), _mm_mul_ps(dm, _mm_cvtepi32_ps(summ)));
-	}
-	_mm_store_ps(acc, _mm_add_ps(_mm_load_ps(acc), t));
+	__m128 d = _mm_setr_ps(u[0].d, u[1].d, u[2].d, u[3].d);
+	__m128 dmin = _mm_setr_ps(u[0].dmin, u[1].dmin, u[2].dmin, u[3].dmin);
+	_mm_store_ps(acc, finish4(_mm_load_ps(acc), sumi, summ, d, dmin, x->d, kind));
 }
 
 /* vqmm: tiles of TM weight rows (a short last tile repeats its last row
@@ -367,22 +370,176 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
 	}
 }
 
+/*
+ * The batch-1 path: four weight rows at a time decoded straight into
+ * registers, 64 elements at a time against the same x codes, no buffer;
+ * the integer sums and the float step are those of dot4, so a row alone
+ * gives bitwise what it gives in a batch.
+ */
+
+/* kscales_v: a Q4_K/Q5_K super-block's 8 scales as 16 int16, twice (one
+ * per 128-bit lane, for shuffles), and its mins spread one per 16
+ * elements (corr). */
+AVX2_INLINE __m256i kscales_v(const uint8_t *b, __m256i *corr)
+{
+	uint8_t sc[8], m[8];
+	kscales(b + 4, sc, m);
+	__m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+	*corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+	return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+}
+
+/* scale j (0..7) of a shuffled scale vector in every int16 of both lanes
+ * (Q4_K/Q5_K), or Q6_K's 2j in the low lane and 2j+1 in the high one */
+#define SCALE(s, j) _mm256_shuffle_epi8((s), _mm256_set1_epi16((short)(0x0100 + 0x0202 * (j))))
+
+/* q6scales_v: Q6_K's 16 int8 scales as int16, the even ones in the low
+ * lane and the odd ones in the high lane (for SCALE), and corr = 32 * scale
+ * in element order. */
+AVX2_INLINE __m256i q6scales_v(const uint8_t *b, __m256i *corr)
+{
+	__m128i s8 = _mm_loadu_si128((const __m128i *)(b + 192));
+	*corr = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s8), 5);
+	__m128i eo = _mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+	return _mm256_cvtepi8_epi16(eo);
+}
+
+AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind)
+{
+	__m256i a[4], s[4], corr[4];
+	float d[4], dmin[4];
+	const __m256i m15 = _mm256_set1_epi8(15);
+	#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		a[i] = _mm256_setzero_si256();
+		if (kind == K_Q6) {
+			s[i] = q6scales_v(b[i], &corr[i]);
+			d[i] = dmin[i] = f16v(b[i] + 208);
+		} else {
+			s[i] = kscales_v(b[i], &corr[i]);
+			d[i] = f16v(b[i]);
+			dmin[i] = f16v(b[i] + 2);
+		}
+	}
+	if (kind == K_Q6) {
+		const __m256i m3 = _mm256_set1_epi8(3);
+		#pragma GCC unroll 4
+		for (int c = 0; c < 2; c++) {
+			__m256i x0 = _mm256_loadu_si256((const __m256i *)(x->q + 128 * c));
+			__m256i x1 = _mm256_loadu_si256((const __m256i *)(x->q + 128 * c + 32));
+			__m256i x2 = _mm256_loadu_si256((const __m256i *)(x->q + 128 * c + 64));
+			__m256i x3 = _mm256_loadu_si256((const __m256i *)(x->q + 128 * c + 96));
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				__m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i] + 64 * c));
+				__m256i l1 = _mm256_loadu_si256((const __m256i *)(b[i] + 64 * c + 32));
+				__m256i h = _mm256_loadu_si256((const __m256i *)(b[i] + 128 + 32 * c));
+				__m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m15),
+							     _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+				__m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m15),
+							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+				__m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+				__m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+				__m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, x0), SCALE(s[i], 4 * c));
+				__m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, x1), SCALE(s[i], 4 * c + 1));
+				__m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(q2, x2), SCALE(s[i], 4 * c + 2));
+				__m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(q3, x3), SCALE(s[i], 4 * c + 3));
+				a[i] = _mm256_add_epi32(a[i], _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+			}
+		}
+	} else {
+		const __m256i m16 = _mm256_set1_epi8(16);
+		__m256i hb[4];
+		if (kind == K_Q5)
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++)
+				hb[i] = _mm256_loadu_si256((const __m256i *)(b[i] + 16));
+		const uint8_t *qs[4];
+		#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			qs[i] = b[i] + (kind == K_Q5 ? 48 : 16);
+		#pragma GCC unroll 4
+		for (int c = 0; c < 4; c++) {
+			__m256i x0 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c));
+			__m256i x1 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c + 32));
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				__m256i v = _mm256_loadu_si256((const __m256i *)(qs[i] + 32 * c));
+				__m256i lo = _mm256_and_si256(v, m15), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
+				if (kind == K_Q5) {
+					__m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c)));
+					__m256i b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+					lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b0), b0), m16));
+					hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b1), b1), m16));
+				}
+				__m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), SCALE(s[i], 2 * c));
+				__m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), SCALE(s[i], 2 * c + 1));
+				a[i] = _mm256_add_epi32(a[i], _mm256_add_epi32(p0, p1));
+			}
+		}
+	}
+	__m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+	__m128i sumi = hsum4(a[0], a[1], a[2], a[3]);
+	__m128i summ = hsum4(_mm256_madd_epi16(corr[0], bs), _mm256_madd_epi16(corr[1], bs),
+			     _mm256_madd_epi16(corr[2], bs), _mm256_madd_epi16(corr[3], bs));
+	*acc = finish4(*acc, sumi, summ, _mm_loadu_ps(d), _mm_loadu_ps(dmin), x->d, kind);
+}
+
+/* vqmv: n == 1. While four rows are used, the next four (rows are
+ * contiguous) are prefetched, a share per super-block, as matvec.c does. */
+AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb)
+{
+	int nb = w->cols / 256;
+	size_t rb = w->row_bytes, share = (4 * rb + (size_t)nb - 1) / (size_t)nb;
+	for (int m = m0; m < m1; m += 4) {
+		int rows = m1 - m < 4 ? m1 - m : 4;
+		const uint8_t *r[4];
+		for (int i = 0; i < 4; i++)
+			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
+		const char *next = (const char *)r[0] + 4 * rb;
+		int prefetch = m + 4 < m1;
+		__m128 acc = _mm_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			if (prefetch)
+				for (size_t o = 0; o < share; o += 64)
+					_mm_prefetch(next + (size_t)b * share + o, _MM_HINT_T0);
+			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
+						 r[3] + bb * (size_t)b};
+			direct4(&acc, blk, x + b, kind);
+		}
+		float o[4];
+		_mm_storeu_ps(o, acc);
+		memcpy(out + m, o, sizeof(float) * (size_t)rows);
+	}
+}
+
 static AVX2 void vqmm_q4_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 			   int m0, int m1)
 {
-	vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144);
+	if (n == 1)
+		vqmv(out, xq, w, m0, m1, K_Q4, 144);
+	else
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144);
 }
 
 static AVX2 void vqmm_q5_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 			   int m0, int m1)
 {
-	vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176);
+	if (n == 1)
+		vqmv(out, xq, w, m0, m1, K_Q5, 176);
+	else
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176);
 }
 
 static AVX2 void vqmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 			   int m0, int m1)
 {
-	vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210);
+	if (n == 1)
+		vqmv(out, xq, w, m0, m1, K_Q6, 210);
+	else
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210);
 }
 #define HAVE_VQMM 1
 #endif
