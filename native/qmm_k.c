@@ -226,14 +226,24 @@ AVX2_INLINE float f16v(const uint8_t *p)
 	return _cvtsh_ss(h);
 }
 
+/* kscales8 is kscales in one register: bytes 0..7 the scales, 8..15 the
+ * mins (reads 16 bytes from b + 4, inside the block). */
+AVX2_INLINE __m128i kscales8(const uint8_t *b)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(b + 4)); /* words u0 u1 u2 */
+	__m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
+	__m128i c = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 4, 0, 0));
+	__m128i hi = _mm_or_si128(_mm_and_si128(c, _mm_set1_epi32(0x0f0f0f0f)),
+				  _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi32(0x30303030)));
+	return _mm_unpacklo_epi32(lo, hi);
+}
+
 AVX2_INLINE void vunpack_k(vblock *u, const uint8_t *b, const uint8_t *qh, const uint8_t *qs)
 {
-	uint8_t sc[8], m[8];
-	kscales(b + 4, sc, m);
+	__m128i k = kscales8(b);
 	u->d = f16v(b);
 	u->dmin = f16v(b + 2);
-	__m128i s16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
-	__m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+	__m128i s16 = _mm_cvtepu8_epi16(k), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(k, 8));
 	u->corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
 	__m256i s2 = _mm256_broadcastsi128_si256(s16);
 	for (int j = 0; j < 8; j++)
@@ -382,11 +392,9 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
  * elements (corr). */
 AVX2_INLINE __m256i kscales_v(const uint8_t *b, __m256i *corr)
 {
-	uint8_t sc[8], m[8];
-	kscales(b + 4, sc, m);
-	__m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+	__m128i k = kscales8(b), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(k, 8));
 	*corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-	return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+	return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(k));
 }
 
 /* scale j (0..7) of a shuffled scale vector in every int16 of both lanes
@@ -407,19 +415,29 @@ AVX2_INLINE __m256i q6scales_v(const uint8_t *b, __m256i *corr)
 AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind)
 {
 	__m256i a[4], s[4], corr[4];
-	float d[4], dmin[4];
+	__m128 d, dmin;
 	const __m256i m15 = _mm256_set1_epi8(15);
 	#pragma GCC unroll 4
 	for (int i = 0; i < 4; i++) {
 		a[i] = _mm256_setzero_si256();
-		if (kind == K_Q6) {
-			s[i] = q6scales_v(b[i], &corr[i]);
-			d[i] = dmin[i] = f16v(b[i] + 208);
-		} else {
-			s[i] = kscales_v(b[i], &corr[i]);
-			d[i] = f16v(b[i]);
-			dmin[i] = f16v(b[i] + 2);
-		}
+		s[i] = kind == K_Q6 ? q6scales_v(b[i], &corr[i]) : kscales_v(b[i], &corr[i]);
+	}
+	__m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+	__m128i summ = hsum4(_mm256_madd_epi16(corr[0], bs), _mm256_madd_epi16(corr[1], bs),
+			     _mm256_madd_epi16(corr[2], bs), _mm256_madd_epi16(corr[3], bs));
+	if (kind == K_Q6) {
+		uint16_t h[4];
+		for (int i = 0; i < 4; i++)
+			memcpy(&h[i], b[i] + 208, 2);
+		d = dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h));
+	} else {
+		uint32_t h[4]; /* d, dmin of each row */
+		for (int i = 0; i < 4; i++)
+			memcpy(&h[i], b[i], 4);
+		__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+		__m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+		d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+		dmin = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
 	}
 	if (kind == K_Q6) {
 		const __m256i m3 = _mm256_set1_epi8(3);
@@ -480,11 +498,7 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 			}
 		}
 	}
-	__m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-	__m128i sumi = hsum4(a[0], a[1], a[2], a[3]);
-	__m128i summ = hsum4(_mm256_madd_epi16(corr[0], bs), _mm256_madd_epi16(corr[1], bs),
-			     _mm256_madd_epi16(corr[2], bs), _mm256_madd_epi16(corr[3], bs));
-	*acc = finish4(*acc, sumi, summ, _mm_loadu_ps(d), _mm_loadu_ps(dmin), x->d, kind);
+	*acc = finish4(*acc, hsum4(a[0], a[1], a[2], a[3]), summ, d, dmin, x->d, kind);
 }
 
 /* vqmv: n == 1. While four rows are used, the next four (rows are
