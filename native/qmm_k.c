@@ -412,6 +412,20 @@ AVX2_INLINE __m256i q6scales_v(const uint8_t *b, __m256i *corr)
 	return _mm256_cvtepi8_epi16(eo);
 }
 
+AVX2_INLINE int load16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+}
+
+AVX2_INLINE int load32(const uint8_t *p)
+{
+	int32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
 AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind)
 {
 	__m256i a[4], s[4], corr[4];
@@ -425,16 +439,21 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 	__m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
 	__m128i summ = hsum4(_mm256_madd_epi16(corr[0], bs), _mm256_madd_epi16(corr[1], bs),
 			     _mm256_madd_epi16(corr[2], bs), _mm256_madd_epi16(corr[3], bs));
+	/* (the halves go through registers: four small stores read back as
+	 * one vector stall on store forwarding) */
 	if (kind == K_Q6) {
-		uint16_t h[4];
-		for (int i = 0; i < 4; i++)
-			memcpy(&h[i], b[i] + 208, 2);
-		d = dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h));
+		__m128i hv = _mm_cvtsi32_si128(load16(b[0] + 208));
+		hv = _mm_insert_epi16(hv, load16(b[1] + 208), 1);
+		hv = _mm_insert_epi16(hv, load16(b[2] + 208), 2);
+		hv = _mm_insert_epi16(hv, load16(b[3] + 208), 3);
+		d = dmin = _mm_cvtph_ps(hv);
 	} else {
-		uint32_t h[4]; /* d, dmin of each row */
-		for (int i = 0; i < 4; i++)
-			memcpy(&h[i], b[i], 4);
-		__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+		__m128i hv = _mm_cvtsi32_si128(load32(b[0]));
+		hv = _mm_insert_epi32(hv, load32(b[1]), 1);
+		hv = _mm_insert_epi32(hv, load32(b[2]), 2);
+		hv = _mm_insert_epi32(hv, load32(b[3]), 3);
+		/* d, dmin of each row */
+		__m256 f = _mm256_cvtph_ps(hv);
 		__m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
 		d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
 		dmin = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
