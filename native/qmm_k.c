@@ -338,6 +338,36 @@ AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind)
 	_mm_store_ps(acc, finish4(_mm_load_ps(acc), sumi, summ, d, dmin, x->d, kind));
 }
 
+/* dot4x2 is dot4 for two rows of x at once (each weight vector loaded
+ * once for both): the same sums and float steps per output. */
+AVX2_INLINE void dot4x2(float *acc0, float *acc1, const vblock *u, const pm_act256 *x0, const pm_act256 *x1,
+			int kind)
+{
+	__m256i a[8];
+	for (int i = 0; i < 8; i++)
+		a[i] = _mm256_setzero_si256();
+	for (int j = 0; j < 8; j++) {
+		__m256i xv0 = _mm256_loadu_si256((const __m256i *)(x0->q + 32 * j));
+		__m256i xv1 = _mm256_loadu_si256((const __m256i *)(x1->q + 32 * j));
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			__m256i q = u[i].q[j], es = u[i].es[j];
+			a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv0), es));
+			a[4 + i] = _mm256_add_epi32(a[4 + i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv1), es));
+		}
+	}
+	__m128 d = _mm_setr_ps(u[0].d, u[1].d, u[2].d, u[3].d);
+	__m128 dmin = _mm_setr_ps(u[0].dmin, u[1].dmin, u[2].dmin, u[3].dmin);
+	__m256i bs = _mm256_loadu_si256((const __m256i *)x0->bsums);
+	__m128i summ = hsum4(_mm256_madd_epi16(u[0].corr, bs), _mm256_madd_epi16(u[1].corr, bs),
+			     _mm256_madd_epi16(u[2].corr, bs), _mm256_madd_epi16(u[3].corr, bs));
+	_mm_store_ps(acc0, finish4(_mm_load_ps(acc0), hsum4(a[0], a[1], a[2], a[3]), summ, d, dmin, x0->d, kind));
+	bs = _mm256_loadu_si256((const __m256i *)x1->bsums);
+	summ = hsum4(_mm256_madd_epi16(u[0].corr, bs), _mm256_madd_epi16(u[1].corr, bs),
+		     _mm256_madd_epi16(u[2].corr, bs), _mm256_madd_epi16(u[3].corr, bs));
+	_mm_store_ps(acc1, finish4(_mm_load_ps(acc1), hsum4(a[4], a[5], a[6], a[7]), summ, d, dmin, x1->d, kind));
+}
+
 /* vqmm: tiles of TM weight rows (a short last tile repeats its last row
  * up to a multiple of 4; those lanes are computed and dropped), each
  * super-block unpacked once per NR rows of x. While a tile is used, the
@@ -367,7 +397,16 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
 				for (int i = 0; i < 4 * groups; i++)
 					vunpack(&u[i], base + (size_t)(i < rows ? i : rows - 1) * rb + bb * (size_t)b,
 						kind);
-				for (int r = 0; r < nr; r++) {
+				int r = 0;
+				for (; r + 2 <= nr; r += 2) {
+					const pm_act256 *x0 =
+						(const pm_act256 *)((const char *)xq + (size_t)(r0 + r) * xs) + b;
+					const pm_act256 *x1 = (const pm_act256 *)((const char *)x0 + xs);
+					for (int g = 0; g < groups; g++)
+						dot4x2(acc + r * TM + 4 * g, acc + (r + 1) * TM + 4 * g, u + 4 * g, x0, x1,
+						       kind);
+				}
+				for (; r < nr; r++) {
 					const pm_act256 *x =
 						(const pm_act256 *)((const char *)xq + (size_t)(r0 + r) * xs) + b;
 					for (int g = 0; g < groups; g++)
