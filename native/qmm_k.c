@@ -307,6 +307,21 @@ AVX2_INLINE __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d)
 	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
 
+/* dpacc returns a + madd(p, s) (pairs of int16 products summed into int32
+ * lanes, exact in our ranges). With vnni (AVX512-VNNI with VL, checked at
+ * run time by pm_qmm_k) that is one instruction, vpdpwssd, on ymm
+ * registers: the same integers, one uop fewer per 32 elements. It is
+ * written as inline assembly so the kernels stay compiled for AVX2 and
+ * the instruction only runs where the CPU has it. */
+AVX2_INLINE __m256i dpacc(__m256i a, __m256i p, __m256i s, int vnni)
+{
+	if (vnni) {
+		__asm__("%{evex%} vpdpwssd %2, %1, %0" : "+v"(a) : "v"(p), "vm"(s));
+		return a;
+	}
+	return _mm256_add_epi32(a, _mm256_madd_epi16(p, s));
+}
+
 /* finish4 is add_k / add_6 on 4 lanes (the same float32 operations). */
 AVX2_INLINE __m128 finish4(__m128 acc, __m128i sumi, __m128i summ, __m128 d, __m128 dmin, float x_d, int kind)
 {
@@ -319,15 +334,15 @@ AVX2_INLINE __m128 finish4(__m128 acc, __m128i sumi, __m128i summ, __m128 d, __m
 
 /* dot4 adds the super-block's term for weight rows u[0..3] and x to the
  * accumulators acc[0..3] (add_k / add_6 per lane). */
-AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind)
+AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind, int vnni)
 {
 	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
 	for (int j = 0; j < 8; j++) {
 		__m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + 32 * j));
-		a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_maddubs_epi16(u[0].q[j], xv), u[0].es[j]));
-		a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_maddubs_epi16(u[1].q[j], xv), u[1].es[j]));
-		a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_maddubs_epi16(u[2].q[j], xv), u[2].es[j]));
-		a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_maddubs_epi16(u[3].q[j], xv), u[3].es[j]));
+		a0 = dpacc(a0, _mm256_maddubs_epi16(u[0].q[j], xv), u[0].es[j], vnni);
+		a1 = dpacc(a1, _mm256_maddubs_epi16(u[1].q[j], xv), u[1].es[j], vnni);
+		a2 = dpacc(a2, _mm256_maddubs_epi16(u[2].q[j], xv), u[2].es[j], vnni);
+		a3 = dpacc(a3, _mm256_maddubs_epi16(u[3].q[j], xv), u[3].es[j], vnni);
 	}
 	__m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
 	__m128i sumi = hsum4(a0, a1, a2, a3);
@@ -341,7 +356,7 @@ AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind)
 /* dot4x2 is dot4 for two rows of x at once (each weight vector loaded
  * once for both): the same sums and float steps per output. */
 AVX2_INLINE void dot4x2(float *acc0, float *acc1, const vblock *u, const pm_act256 *x0, const pm_act256 *x1,
-			int kind)
+			int kind, int vnni)
 {
 	__m256i a[8];
 	for (int i = 0; i < 8; i++)
@@ -352,8 +367,8 @@ AVX2_INLINE void dot4x2(float *acc0, float *acc1, const vblock *u, const pm_act2
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
 			__m256i q = u[i].q[j], es = u[i].es[j];
-			a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv0), es));
-			a[4 + i] = _mm256_add_epi32(a[4 + i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv1), es));
+			a[i] = dpacc(a[i], _mm256_maddubs_epi16(q, xv0), es, vnni);
+			a[4 + i] = dpacc(a[4 + i], _mm256_maddubs_epi16(q, xv1), es, vnni);
 		}
 	}
 	__m128 d = _mm_setr_ps(u[0].d, u[1].d, u[2].d, u[3].d);
@@ -375,7 +390,7 @@ AVX2_INLINE void dot4x2(float *acc0, float *acc1, const vblock *u, const pm_act2
  * super-block, as matvec.c does: many row streams at once stall on DRAM
  * otherwise. */
 AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0,
-		      int m1, int kind, size_t bb)
+		      int m1, int kind, size_t bb, int vnni)
 {
 	int nb = w->cols / 256;
 	size_t rb = w->row_bytes;
@@ -404,13 +419,13 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
 					const pm_act256 *x1 = (const pm_act256 *)((const char *)x0 + xs);
 					for (int g = 0; g < groups; g++)
 						dot4x2(acc + r * TM + 4 * g, acc + (r + 1) * TM + 4 * g, u + 4 * g, x0, x1,
-						       kind);
+						       kind, vnni);
 				}
 				for (; r < nr; r++) {
 					const pm_act256 *x =
 						(const pm_act256 *)((const char *)xq + (size_t)(r0 + r) * xs) + b;
 					for (int g = 0; g < groups; g++)
-						dot4(acc + r * TM + 4 * g, u + 4 * g, x, kind);
+						dot4(acc + r * TM + 4 * g, u + 4 * g, x, kind, vnni);
 				}
 			}
 			for (int r = 0; r < nr; r++)
@@ -465,7 +480,7 @@ AVX2_INLINE int load32(const uint8_t *p)
 	return v;
 }
 
-AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind)
+AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind, int vnni)
 {
 	__m256i a[4], s[4], corr[4];
 	__m128 d, dmin;
@@ -518,11 +533,10 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
 				__m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
 							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-				__m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, x0), SCALE(s[i], 4 * c));
-				__m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, x1), SCALE(s[i], 4 * c + 1));
-				__m256i p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(q2, x2), SCALE(s[i], 4 * c + 2));
-				__m256i p3 = _mm256_madd_epi16(_mm256_maddubs_epi16(q3, x3), SCALE(s[i], 4 * c + 3));
-				a[i] = _mm256_add_epi32(a[i], _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
+				a[i] = dpacc(a[i], _mm256_maddubs_epi16(q0, x0), SCALE(s[i], 4 * c), vnni);
+				a[i] = dpacc(a[i], _mm256_maddubs_epi16(q1, x1), SCALE(s[i], 4 * c + 1), vnni);
+				a[i] = dpacc(a[i], _mm256_maddubs_epi16(q2, x2), SCALE(s[i], 4 * c + 2), vnni);
+				a[i] = dpacc(a[i], _mm256_maddubs_epi16(q3, x3), SCALE(s[i], 4 * c + 3), vnni);
 			}
 		}
 	} else {
@@ -550,9 +564,8 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 					lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b0), b0), m16));
 					hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b1), b1), m16));
 				}
-				__m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), SCALE(s[i], 2 * c));
-				__m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), SCALE(s[i], 2 * c + 1));
-				a[i] = _mm256_add_epi32(a[i], _mm256_add_epi32(p0, p1));
+				a[i] = dpacc(a[i], _mm256_maddubs_epi16(lo, x0), SCALE(s[i], 2 * c), vnni);
+				a[i] = dpacc(a[i], _mm256_maddubs_epi16(hi, x1), SCALE(s[i], 2 * c + 1), vnni);
 			}
 		}
 	}
@@ -561,7 +574,8 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 
 /* vqmv: n == 1. While four rows are used, the next four (rows are
  * contiguous) are prefetched, a share per super-block, as matvec.c does. */
-AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb)
+AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb,
+		      int vnni)
 {
 	int nb = w->cols / 256;
 	size_t rb = w->row_bytes, share = (4 * rb + (size_t)nb - 1) / (size_t)nb;
@@ -579,7 +593,7 @@ AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0
 					_mm_prefetch(next + (size_t)b * share + o, _MM_HINT_T0);
 			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
 						 r[3] + bb * (size_t)b};
-			direct4(&acc, blk, x + b, kind);
+			direct4(&acc, blk, x + b, kind, vnni);
 		}
 		float o[4];
 		_mm_storeu_ps(o, acc);
@@ -591,55 +605,98 @@ static AVX2 void vqmm_q4_k(float *out, size_t ldo, const void *xq, size_t xs, co
 			   int m0, int m1)
 {
 	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q4, 144);
+		vqmv(out, xq, w, m0, m1, K_Q4, 144, 0);
 	else
-		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144);
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144, 0);
+}
+
+static AVX2 void vqmm_q4_k_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+			   int m0, int m1)
+{
+	if (n == 1)
+		vqmv(out, xq, w, m0, m1, K_Q4, 144, 1);
+	else
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144, 1);
 }
 
 static AVX2 void vqmm_q5_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 			   int m0, int m1)
 {
 	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q5, 176);
+		vqmv(out, xq, w, m0, m1, K_Q5, 176, 0);
 	else
-		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176);
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176, 0);
+}
+
+static AVX2 void vqmm_q5_k_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+			   int m0, int m1)
+{
+	if (n == 1)
+		vqmv(out, xq, w, m0, m1, K_Q5, 176, 1);
+	else
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176, 1);
 }
 
 static AVX2 void vqmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 			   int m0, int m1)
 {
 	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q6, 210);
+		vqmv(out, xq, w, m0, m1, K_Q6, 210, 0);
 	else
-		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210);
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210, 0);
 }
+
+static AVX2 void vqmm_q6_k_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+			   int m0, int m1)
+{
+	if (n == 1)
+		vqmv(out, xq, w, m0, m1, K_Q6, 210, 1);
+	else
+		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210, 1);
+}
+
 #define HAVE_VQMM 1
 #endif
 
+/* has_vnni reports AVX512-VNNI with AVX512VL (vpdpwssd on ymm). */
+static int has_vnni(void)
+{
+#ifdef HAVE_VQMM
+	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+#else
+	return 0;
+#endif
+}
+
+/* pm_qmm_k: avx2 0 is the portable set; nonzero the AVX2 set, which uses
+ * vpdpwssd where the CPU has it (bitwise the same results); 2 forces the
+ * plain AVX2 instructions (for tests on such CPUs). */
 pm_qmm pm_qmm_k(uint32_t type, int avx2)
 {
-	pm_qmm_fn p = NULL, v = NULL;
+	pm_qmm_fn p = NULL, v = NULL, vn = NULL;
 	switch (type) {
 	case PM_TYPE_Q4_K:
 		p = qmm_q4_k;
 #ifdef HAVE_VQMM
-		v = vqmm_q4_k;
+		v = vqmm_q4_k, vn = vqmm_q4_k_vnni;
 #endif
 		break;
 	case PM_TYPE_Q5_K:
 		p = qmm_q5_k;
 #ifdef HAVE_VQMM
-		v = vqmm_q5_k;
+		v = vqmm_q5_k, vn = vqmm_q5_k_vnni;
 #endif
 		break;
 	case PM_TYPE_Q6_K:
 		p = qmm_q6_k;
 #ifdef HAVE_VQMM
-		v = vqmm_q6_k;
+		v = vqmm_q6_k, vn = vqmm_q6_k_vnni;
 #endif
 		break;
 	default:
 		return (pm_qmm){0, 0};
 	}
-	return (pm_qmm){256, avx2 && v ? v : p};
+	if (!avx2 || !v)
+		return (pm_qmm){256, p};
+	return (pm_qmm){256, avx2 == 1 && has_vnni() ? vn : v};
 }

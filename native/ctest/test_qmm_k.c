@@ -3,7 +3,9 @@
  * test_qmm: shapes that take several weight tiles, a short last tile and
  * more rows of x than one pass holds, extreme codes and scales (the
  * integer ranges), and the AVX2 set bitwise the portable one (both run the
- * same integer sums and the same float32 steps, qmm_k.c).
+ * same integer sums and the same float32 steps, qmm_k.c), in both of its
+ * forms: with vpdpwssd where the CPU has AVX512-VNNI (pm_qmm_k(type, 1)
+ * there) and with plain AVX2 instructions (pm_qmm_k(type, 2)).
  */
 #include "actquant.h"
 #include "kernels.h"
@@ -68,7 +70,7 @@ int main(int argc, char **argv)
 	(void)argv;
 	static const uint32_t types[] = {PM_TYPE_Q4_K, PM_TYPE_Q5_K, PM_TYPE_Q6_K};
 	static uint8_t wb[M * (K / 256) * 210];
-	static float x[N * K], out[2][N * M], part[N * M], one[M], wf[K], xd[N * K];
+	static float x[N * K], out[3][N * M], part[N * M], one[M], wf[K], xd[N * K];
 	static char scratch[N * K * 2];
 	int have_avx2 = pm_kernels_avx2() != NULL;
 	for (int i = 0; i < N * K; i++)
@@ -82,12 +84,12 @@ int main(int argc, char **argv)
 		size_t rb = pm_type_row_bytes(ty, K), bb = rb / (K / 256);
 		fill(wb, ty, rb, bb);
 		pm_weight w = {wb, ty, M, K, rb};
-		for (int set = 0; set <= have_avx2; set++) {
-			pm_qmm q = pm_qmm_for(ty, set);
+		for (int set = 0; set <= 2 * have_avx2; set++) {
+			pm_qmm q = pm_qmm_k(ty, set);
 			CHECK(q.fn && q.block == 256, "type %u set %d: no kernel", ty, set);
 			if (!q.fn)
 				continue;
-			const char *name = set ? "avx2" : "portable";
+			const char *name = set == 2 ? "avx2 (no vnni)" : set ? "avx2" : "portable";
 			pm_matmul_q(q, out[set], M, x, K, &w, N, 0, M, scratch);
 			/* splits at multiples of 4 (as mm_task makes them) */
 			int cuts[] = {0, 4, 20, 36, M};
@@ -101,8 +103,10 @@ int main(int argc, char **argv)
 				      "%s type %u: row %d alone != in a batch of %d", name, ty, r, N);
 			}
 		}
-		if (have_avx2)
+		if (have_avx2) {
 			CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0, "type %u: avx2 != portable", ty);
+			CHECK(memcmp(out[0], out[2], sizeof out[0]) == 0, "type %u: avx2 (no vnni) != portable", ty);
+		}
 		/* against the double product of what the kernel saw */
 		pm_matmul_q(pm_qmm_for(ty, 0), out[0], M, x, K, &w, N, 0, M, scratch);
 		size_t xb = pm_act_row_bytes(256, K);
