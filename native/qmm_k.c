@@ -23,17 +23,23 @@
  * (no contraction: the build is -std=c11). Every path below, portable or
  * AVX2, batch 1 or a tile of rows, computes exactly this sequence, so the
  * two sets agree bitwise and a row's result never depends on n, the tile
- * or the split [m0, m1) (test_quant.c's test_qmm checks the last two).
+ * or the split [m0, m1) (test_quant.c's test_qmm and test_qmm_k.c check
+ * both).
  *
  * Ranges (no overflow anywhere): a maddubs pair is at most 2*63*127 =
  * 16002 < 32767; |sumi| <= 256*63*127*128 < 2^31; |summ| likewise.
  *
- * The AVX2 kernel unpacks a tile of up to 16 weight rows of one
- * super-block into an L1 buffer (codes as bytes in element order, scales
- * widened to int16 and spread one per 16 elements), then runs every row of
- * x against it four weight rows at a time with maddubs/madd: a weight
- * block is decoded once per tile and used by all n rows (batched decode,
- * prefill), and its scales once per super-block, not once per chunk.
+ * The AVX2 kernels. Batches (n > 1): a tile of up to 16 weight rows of
+ * one super-block is unpacked into an L1 buffer (codes as bytes in element
+ * order, scales widened to int16 and spread one per 16 elements) and every
+ * row of x, two at a time, runs against it four weight rows at a time with
+ * maddubs/madd: a weight block is decoded once per tile and used by all n
+ * rows (batched decode, prefill), its scales once per super-block. Batch 1:
+ * four weight rows decoded straight into registers, prefetching the next
+ * four. Where the CPU has AVX512-VNNI with VL, madd + add is one vpdpwssd
+ * (dpacc). Measured on this machine (1376 x 512 Q4_K, one thread, CPU
+ * time per product with the activation quantization, against the float32
+ * kernels these replace): 4.7x at batch 1, 2.0x at 8, 1.4x at 64.
  */
 #include "actquant.h"
 
