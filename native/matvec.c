@@ -2,7 +2,8 @@
  * matvec.c: AVX2 matrix-vector products (decode at batch 1) that decode
  * each weight block in registers and feed it straight to the FMAs, instead
  * of dequantizing a tile to memory and reading it back (pm_matmul_w's
- * path for batches).
+ * path for batches). The K-quants are not here: they compute with int8
+ * activations (qmm_k.c).
  *
  * Batch invariance: a result is bitwise the one pm_matmul_w's tile path
  * gives. Each output is one 8-lane accumulator fed the row's 8-element
@@ -64,78 +65,6 @@ AVX2_INLINE void dec_bf16(const uint8_t *row, int j, __m256 v[4])
 			_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p + i)), 16));
 }
 
-/* (d * sc) * q - (dmin * m) for 32 unsigned byte codes */
-AVX2_INLINE void sub_u8(__m256i q, float d1, float m1, __m256 v[4])
-{
-	__m256 d = _mm256_set1_ps(d1), m = _mm256_set1_ps(m1);
-	__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-	__m128i p[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-	for (int i = 0; i < 4; i++)
-		v[i] = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(p[i]))), m);
-}
-
-AVX2_INLINE void kscale(const uint8_t *sc, int s, int *d, int *m)
-{
-	if (s < 4) {
-		*d = sc[s] & 63;
-		*m = sc[s + 4] & 63;
-	} else {
-		*d = (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4;
-		*m = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
-	}
-}
-
-AVX2_INLINE void dec_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, int s, __m256 v[4])
-{
-	int c = s / 2, h = s % 2, sc, m;
-	__m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-	if (h)
-		x = _mm256_srli_epi16(x, 4);
-	x = _mm256_and_si256(x, _mm256_set1_epi8(15));
-	if (qh) {
-		__m256i bit = _mm256_set1_epi8((char)(1 << s));
-		__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-		__m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit);
-		x = _mm256_or_si256(x, _mm256_and_si256(set, _mm256_set1_epi8(16)));
-	}
-	kscale(b + 4, s, &sc, &m);
-	sub_u8(x, f16at(b) * (float)sc, f16at(b + 2) * (float)m, v);
-}
-
-AVX2_INLINE void dec_q4_k(const uint8_t *row, int j, __m256 v[4])
-{
-	const uint8_t *b = row + 144 * (size_t)(j / 8);
-	dec_k(b, NULL, b + 16, j % 8, v);
-}
-
-AVX2_INLINE void dec_q5_k(const uint8_t *row, int j, __m256 v[4])
-{
-	const uint8_t *b = row + 176 * (size_t)(j / 8);
-	dec_k(b, b + 16, b + 48, j % 8, v);
-}
-
-AVX2_INLINE void dec_q6_k(const uint8_t *row, int j, __m256 v[4])
-{
-	const uint8_t *b = row + 210 * (size_t)(j / 8);
-	int s = j % 8, c = s / 4, i = s % 4;
-	__m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * c + 32 * (i & 1)));
-	__m256i h = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * c));
-	if (i >= 2)
-		l = _mm256_srli_epi16(l, 4);
-	l = _mm256_and_si256(l, _mm256_set1_epi8(15));
-	h = _mm256_and_si256(_mm256_srli_epi16(h, 2 * i), _mm256_set1_epi8(3));
-	__m256i q = _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32));
-	const int8_t *sc = (const int8_t *)(b + 192);
-	float d = f16at(b + 208);
-	int e = 128 * c + 32 * i;
-	__m256 d0 = _mm256_set1_ps(d * (float)sc[e / 16]), d1 = _mm256_set1_ps(d * (float)sc[e / 16 + 1]);
-	__m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-	v[0] = _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
-	v[1] = _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))));
-	v[2] = _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
-	v[3] = _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
-}
-
 #define FMA4(a, v, x0, x1, x2, x3)                    \
 	do {                                          \
 		a = _mm256_fmadd_ps(x0, v[0], a);      \
@@ -193,9 +122,6 @@ AVX2_INLINE void dec_q6_k(const uint8_t *row, int j, __m256 v[4])
 
 MATVEC(mv_f16, dec_f16)
 MATVEC(mv_bf16, dec_bf16)
-MATVEC(mv_q4_k, dec_q4_k)
-MATVEC(mv_q5_k, dec_q5_k)
-MATVEC(mv_q6_k, dec_q6_k)
 
 pm_matvec_fn pm_matvec_avx2(uint32_t type)
 {
@@ -204,12 +130,6 @@ pm_matvec_fn pm_matvec_avx2(uint32_t type)
 		return mv_f16;
 	case PM_TYPE_BF16:
 		return mv_bf16;
-	case PM_TYPE_Q4_K:
-		return mv_q4_k;
-	case PM_TYPE_Q5_K:
-		return mv_q5_k;
-	case PM_TYPE_Q6_K:
-		return mv_q6_k;
 	}
 	return NULL;
 }

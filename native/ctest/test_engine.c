@@ -248,6 +248,42 @@ static void free_model(test_model *t)
 
 #define WF(w) ((const float *)(w).data)
 
+/* The activation block (actquant.h) of each widened matrix's file type,
+ * by its F32 copy (widen records it; none for a model built as F32). */
+static struct {
+	const void *data;
+	int block;
+} act_blocks[2 + 7 * PM_MAX_LAYERS];
+static int n_act_blocks;
+
+/* actq returns x (n elements) as the product with w sees it: quantized to
+ * int8 per block and dequantized into buf, exactly as the engine does
+ * (pm_quant_act*), when w's file type computes with int8 activations. */
+static const double *actq(const pm_weight *w, const double *x, int n, double *buf)
+{
+	int block = 0;
+	for (int i = 0; i < n_act_blocks; i++)
+		if (act_blocks[i].data == w->data)
+			block = act_blocks[i].block;
+	if (!block || n % block != 0)
+		return x;
+	float *xf = malloc(sizeof(float) * (size_t)n);
+	void *q = malloc(pm_act_row_bytes(block, n));
+	for (int i = 0; i < n; i++)
+		xf[i] = (float)x[i];
+	if (block == 32) {
+		pm_quant_act32(q, xf, n);
+		for (int i = 0; i < n; i++)
+			buf[i] = (double)((pm_act32 *)q)[i / 32].d * ((pm_act32 *)q)[i / 32].q[i % 32];
+	} else {
+		pm_quant_act256(q, xf, n);
+		for (int i = 0; i < n; i++)
+			buf[i] = (double)((pm_act256 *)q)[i / 256].d * ((pm_act256 *)q)[i / 256].q[i % 256];
+	}
+	free(xf), free(q);
+	return buf;
+}
+
 /* naive_logits: llama2.c-style forward of tokens[0..n) in double precision;
  * logits[n][vocab]. */
 static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *logits)
@@ -260,6 +296,10 @@ static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *lo
 	double *vc = calloc((size_t)m->n_layers * n * KV * hd, sizeof *vc);
 	double *h1 = calloc((size_t)F, sizeof *h1), *h2 = calloc((size_t)F, sizeof *h2);
 	double *sc = calloc((size_t)n, sizeof *sc);
+	int widest = D > F ? D : F;
+	widest = widest > H * hd ? widest : H * hd;
+	double *qb[3] = {calloc((size_t)widest, sizeof(double)), calloc((size_t)widest, sizeof(double)),
+			 calloc((size_t)widest, sizeof(double))};
 	for (int p = 0; p < n; p++) {
 		for (int i = 0; i < D; i++)
 			x[i] = WF(m->tok_embd)[(size_t)tok[p] * D + i];
@@ -272,17 +312,19 @@ static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *lo
 			for (int i = 0; i < D; i++)
 				xb[i] = x[i] * inv * L->attn_norm[i];
 			double *kp = kc + ((size_t)l * n + p) * KV * hd, *vp = vc + ((size_t)l * n + p) * KV * hd;
+			const double *xq = actq(&L->wq, xb, D, qb[0]), *xk = actq(&L->wk, xb, D, qb[1]),
+				     *xv = actq(&L->wv, xb, D, qb[2]);
 			for (int o = 0; o < H * hd; o++) {
 				double s = 0;
 				for (int i = 0; i < D; i++)
-					s += xb[i] * WF(L->wq)[(size_t)o * D + i];
+					s += xq[i] * WF(L->wq)[(size_t)o * D + i];
 				q[o] = s;
 			}
 			for (int o = 0; o < KV * hd; o++) {
 				double s = 0, v = 0;
 				for (int i = 0; i < D; i++) {
-					s += xb[i] * WF(L->wk)[(size_t)o * D + i];
-					v += xb[i] * WF(L->wv)[(size_t)o * D + i];
+					s += xk[i] * WF(L->wk)[(size_t)o * D + i];
+					v += xv[i] * WF(L->wv)[(size_t)o * D + i];
 				}
 				kp[o] = s;
 				vp[o] = v;
@@ -317,10 +359,11 @@ static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *lo
 					att[h * hd + i] = o;
 				}
 			}
+			const double *xa = actq(&L->wo, att, H * hd, qb[0]);
 			for (int o = 0; o < D; o++) {
 				double s = 0;
 				for (int i = 0; i < H * hd; i++)
-					s += att[i] * WF(L->wo)[(size_t)o * H * hd + i];
+					s += xa[i] * WF(L->wo)[(size_t)o * H * hd + i];
 				x[o] += s;
 			}
 			ss = 0;
@@ -329,18 +372,20 @@ static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *lo
 			inv = 1.0 / sqrt(ss / D + m->rms_eps);
 			for (int i = 0; i < D; i++)
 				xb[i] = x[i] * inv * L->ffn_norm[i];
+			const double *xg = actq(&L->w_gate, xb, D, qb[1]), *xu = actq(&L->w_up, xb, D, qb[2]);
 			for (int o = 0; o < F; o++) {
 				double a = 0, b = 0;
 				for (int i = 0; i < D; i++) {
-					a += xb[i] * WF(L->w_gate)[(size_t)o * D + i];
-					b += xb[i] * WF(L->w_up)[(size_t)o * D + i];
+					a += xg[i] * WF(L->w_gate)[(size_t)o * D + i];
+					b += xu[i] * WF(L->w_up)[(size_t)o * D + i];
 				}
 				h1[o] = a / (1 + exp(-a)) * b;
 			}
+			const double *xd = actq(&L->w_down, h1, F, qb[0]);
 			for (int o = 0; o < D; o++) {
 				double s = 0;
 				for (int i = 0; i < F; i++)
-					s += h1[i] * WF(L->w_down)[(size_t)o * F + i];
+					s += xd[i] * WF(L->w_down)[(size_t)o * F + i];
 				x[o] += s;
 			}
 		}
@@ -350,15 +395,17 @@ static void naive_logits(const pm_model *m, const int32_t *tok, int n, float *lo
 		double inv = 1.0 / sqrt(ss / D + m->rms_eps);
 		for (int i = 0; i < D; i++)
 			xb[i] = x[i] * inv * m->out_norm[i];
+		const double *xo = actq(&m->output, xb, D, qb[0]);
 		for (int o = 0; o < m->vocab; o++) {
 			double s = 0;
 			for (int i = 0; i < D; i++)
-				s += xb[i] * WF(m->output)[(size_t)o * D + i];
+				s += xo[i] * WF(m->output)[(size_t)o * D + i];
 			logits[(size_t)p * m->vocab + o] = (float)s;
 		}
 	}
 	(void)h2;
 	free(x), free(xb), free(q), free(att), free(kc), free(vc), free(h1), free(h2), free(sc);
+	free(qb[0]), free(qb[1]), free(qb[2]);
 }
 
 static const char *kname(const pm_engine *e)
@@ -973,30 +1020,21 @@ static void widen(f32_copy *c, pm_weight *w)
 	float *f = malloc(sizeof(float) * (size_t)w->rows * (size_t)w->cols);
 	for (int r = 0; r < w->rows; r++)
 		pm_dequant(w->type, 0)(f + (size_t)r * w->cols, pm_weight_row(w, r), w->cols);
+	int block = pm_qmm_for(w->type, 0).block;
+	if (block) {
+		act_blocks[n_act_blocks].data = f;
+		act_blocks[n_act_blocks++].block = block;
+	}
 	*w = (pm_weight){.data = f, .type = PM_TYPE_F32, .rows = w->rows, .cols = w->cols,
 			 .row_bytes = (size_t)w->cols * 4};
 	c->buf[c->n++] = f;
 }
 
-/* int8_acts reports whether a matrix of m computes with int8 activations. */
-static int int8_acts(const pm_model *m)
-{
-	if (pm_qmm_for(m->output.type, 1).fn || pm_qmm_for(m->tok_embd.type, 1).fn)
-		return 1;
-	for (int l = 0; l < m->n_layers; l++) {
-		const pm_layer *L = &m->layers[l];
-		const pm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-		for (int i = 0; i < 7; i++)
-			if (pm_qmm_for(ws[i]->type, 1).fn)
-				return 1;
-	}
-	return 0;
-}
-
 /*
  * The tiny-k model in every file type mkmodel writes (run.sh puts them in
  * PICOMETER_TYPED_MODELS as tiny-k-<type>.gguf): each loads, its logits match
- * the naive double-precision forward over its dequantized weights, and it
+ * the naive double-precision forward over its dequantized weights (and its
+ * activations quantized as the engine quantizes them, actq), and it
  * generates, with 1 or 2 threads.
  */
 static void test_typed_models(void)
@@ -1021,7 +1059,7 @@ static void test_typed_models(void)
 		const pm_model *m = NULL;
 		pm_engine_model(e, &m);
 		f32_copy cp = {.m = *m};
-		int int8 = int8_acts(m);
+		n_act_blocks = 0;
 		widen(&cp, &cp.m.tok_embd);
 		if (m->tied_output)
 			cp.m.output = cp.m.tok_embd;
@@ -1045,14 +1083,13 @@ static void test_typed_models(void)
 			float d = fabsf(got[i] - want[i]);
 			worst = d > worst ? d : worst;
 		}
-		/* measured <= 4e-6 for every type with float activations (float32
-		 * against double over the same dequantized weights). With int8
-		 * activations (actquant.h) the naive forward's float ones differ by
-		 * the activation quantization itself: measured 0.067 .. 0.079 (Q8_0,
-		 * Q4_0, Q4_1), bound 0.2; the Go tests check those types exactly
-		 * against a reference that quantizes the same way, and test_quant.c
-		 * the kernels. */
-		float tol = int8 ? 0.2f : 1e-5f;
+		/* measured <= 4e-6 for every type (float32 against double over the
+		 * same dequantized weights). A file with int8-activation types
+		 * (actq) adds rounding-boundary flips: an activation within float32
+		 * rounding of a code boundary takes the next code in one forward
+		 * and not the other, which moves the logits by up to 5.4e-2
+		 * measured (q6_k; < 1e-6 where nothing flips); 0.15 leaves 2.8x. */
+		float tol = n_act_blocks ? 0.15f : 1e-5f;
 		CHECK(worst < tol, "%s: logits differ from the naive forward by %g", types[ti], worst);
 		job j;
 		make_job(&j, 5, 1);

@@ -1,0 +1,139 @@
+/*
+ * test_qmm_k.c: the K-quant integer kernels (qmm_k.c) beyond test_quant.c's
+ * test_qmm: shapes that take several weight tiles, a short last tile and
+ * more rows of x than one pass holds, extreme codes and scales (the
+ * integer ranges), and the AVX2 set bitwise the portable one (both run the
+ * same integer sums and the same float32 steps, qmm_k.c), in both of its
+ * forms: with vpdpwssd where the CPU has AVX512-VNNI (pm_qmm_k(type, 1)
+ * there) and with plain AVX2 instructions (pm_qmm_k(type, 2)).
+ */
+#include "actquant.h"
+#include "kernels.h"
+#include "weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fails;
+#define CHECK(cond, ...)                                                              \
+	do {                                                                          \
+		if (!(cond)) {                                                        \
+			fails++;                                                      \
+			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                 \
+			fprintf(stderr, "\n");                                        \
+		}                                                                     \
+	} while (0)
+
+static uint64_t rs = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(void)
+{
+	rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+	return (uint32_t)(rs >> 16);
+}
+
+/* A finite F16 of magnitude about 2^-3 .. 2^1, random sign. */
+static void put_f16(uint8_t *p)
+{
+	uint16_t h = (uint16_t)(0x3000 + rnd() % 0x1000) | (uint16_t)(rnd() & 1 ? 0x8000 : 0);
+	memcpy(p, &h, 2);
+}
+
+enum { M = 37, K = 768, N = 70 };
+
+/* fill: random bytes; row 0 all 0xff (largest codes, 6-bit scales and
+ * mins; Q6_K scale -1), row 1 all 0x00 except Q6_K scales 0x80 (-128,
+ * codes 0: q - 32 = -32); then finite F16 scales everywhere. */
+static void fill(uint8_t *b, uint32_t ty, size_t rb, size_t bb)
+{
+	for (size_t i = 0; i < rb * M; i++)
+		b[i] = (uint8_t)rnd();
+	memset(b, 0xff, rb);
+	memset(b + rb, 0, rb);
+	for (size_t o = 0; o < rb * M; o += bb) {
+		if (ty == PM_TYPE_Q6_K) {
+			if (o / rb == 1)
+				memset(b + o + 192, 0x80, 16);
+			put_f16(b + o + 208);
+		} else {
+			put_f16(b + o);
+			put_f16(b + o + 2);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	static const uint32_t types[] = {PM_TYPE_Q4_K, PM_TYPE_Q5_K, PM_TYPE_Q6_K};
+	static uint8_t wb[M * (K / 256) * 210];
+	static float x[N * K], out[3][N * M], part[N * M], one[M], wf[K], xd[N * K];
+	static char scratch[N * K * 2];
+	int have_avx2 = pm_kernels_avx2() != NULL;
+	for (int i = 0; i < N * K; i++)
+		x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+	for (int i = 0; i < K; i++) {
+		x[i] = 5.0f;                       /* row 0: every code 127 */
+		x[K + i] = i % 2 ? -5.0f : 5.0f; /* row 1: +-127 */
+	}
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		uint32_t ty = types[t];
+		size_t rb = pm_type_row_bytes(ty, K), bb = rb / (K / 256);
+		fill(wb, ty, rb, bb);
+		pm_weight w = {wb, ty, M, K, rb};
+		for (int set = 0; set <= 2 * have_avx2; set++) {
+			pm_qmm q = pm_qmm_k(ty, set);
+			CHECK(q.fn && q.block == 256, "type %u set %d: no kernel", ty, set);
+			if (!q.fn)
+				continue;
+			const char *name = set == 2 ? "avx2 (no vnni)" : set ? "avx2" : "portable";
+			pm_matmul_q(q, out[set], M, x, K, &w, N, 0, M, scratch);
+			/* splits at multiples of 4 (as mm_task makes them) */
+			int cuts[] = {0, 4, 20, 36, M};
+			for (int c = 0; c + 1 < 5; c++)
+				pm_matmul_q(q, part, M, x, K, &w, N, cuts[c], cuts[c + 1], scratch);
+			CHECK(memcmp(part, out[set], sizeof part) == 0, "%s type %u: a split changed a result",
+			      name, ty);
+			for (int r = 0; r < N; r += 13) {
+				pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
+				CHECK(memcmp(one, out[set] + (size_t)r * M, sizeof one) == 0,
+				      "%s type %u: row %d alone != in a batch of %d", name, ty, r, N);
+			}
+		}
+		if (have_avx2) {
+			CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0, "type %u: avx2 != portable", ty);
+			CHECK(memcmp(out[0], out[2], sizeof out[0]) == 0, "type %u: avx2 (no vnni) != portable", ty);
+		}
+		/* against the double product of what the kernel saw */
+		pm_matmul_q(pm_qmm_for(ty, 0), out[0], M, x, K, &w, N, 0, M, scratch);
+		size_t xb = pm_act_row_bytes(256, K);
+		for (int r = 0; r < N; r++)
+			for (int i = 0; i < K; i++) {
+				const pm_act256 *a = (const pm_act256 *)(scratch + (size_t)r * xb) + i / 256;
+				xd[r * K + i] = a->d * (float)a->q[i % 256];
+			}
+		CHECK(xd[0] == 5.0f && xd[K] == 5.0f && xd[K + 1] == -5.0f, "rows 0, 1: not the extreme codes");
+		for (int m = 0; m < M; m++) {
+			pm_dequant(ty, 0)(wf, pm_weight_row(&w, m), K);
+			for (int r = 0; r < N; r++) {
+				double s = 0, mag = 0;
+				for (int i = 0; i < K; i++) {
+					s += (double)wf[i] * xd[r * K + i];
+					mag += fabs((double)wf[i] * xd[r * K + i]);
+				}
+				double got = out[0][r * M + m];
+				CHECK(fabs(got - s) <= 1e-5 * mag + 1e-6, "type %u row %d out %d: %g, want %g", ty, r,
+				      m, got, s);
+			}
+		}
+	}
+	if (fails) {
+		fprintf(stderr, "test_qmm_k: %d failures\n", fails);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
