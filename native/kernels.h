@@ -81,4 +81,22 @@ typedef void (*pm_matvec_fn)(float *out, const float *x, const pm_weight *w, int
  * no AVX2 build); callers check the CPU (pm_cpu_has_avx2) first. */
 pm_matvec_fn pm_matvec_avx2(uint32_t type);
 
+/*
+ * pm_tile_fn: out[r*ldo + m] = x[r] . row m of w for rows r < n of x
+ * (x[r] at x + r * w->cols) and m in [m0, m1): the tiled product with the
+ * weight chunks widened in registers (mm_float.c); bitwise what matmul
+ * gives on the widened rows.
+ */
+typedef void (*pm_tile_fn)(float *out, size_t ldo, const float *x, const pm_weight *w, int n,
+			   int m0, int m1);
+
+/*
+ * pm_matmul_float_avx2 returns the AVX2 tile product of an F32, F16 or
+ * BF16 weight, NULL for other types or when this build or CPU cannot run
+ * it. regs picks the copy: 16 (any AVX2+FMA+F16C CPU), 32 (compiled for
+ * AVX-512VL's 32 registers: bigger tiles, the same bits), 0 the best this
+ * CPU runs.
+ */
+pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs);
+
 #endif
