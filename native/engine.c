@@ -161,6 +161,7 @@ struct pm_engine {
 
 	/* forward scratch */
 	int max_rows;       /* rows of one forward */
+	int rows_n;         /* rows of the current forward (row jobs) */
 	int max_logit_rows; /* rows whose logits one forward computes */
 	float *x;           /* [max_rows][dim] residual stream */
 	float *xb;          /* [max_rows][dim] normed input / projection output */
@@ -488,6 +489,60 @@ static void attend(pm_engine *e, int layer, int n)
 }
 
 /*
+ * Row jobs: work done row by row between the matmuls (norms, and the
+ * biases, head norms, RoPE and cache writes before attention). In a
+ * prefill they are a few percent of a serial forward, so they are cut
+ * into chunks of rows too; a short batch runs them on the caller (one
+ * chunk: no handoff).
+ */
+enum { ROWS_NORM, ROWS_QK };
+
+typedef struct {
+	int what, layer;
+	const float *norm; /* ROWS_NORM: xb[r] = rmsnorm(x[r]) * norm */
+} rows_job;
+
+/* pre_attention: q/k/v biases, q/k head norms and RoPE of row r, and its
+ * K and V written to its slot's cache at its position. */
+static void pre_attention(pm_engine *e, const pm_layer *L, int l, int r)
+{
+	int p = e->row_pos[r];
+	const slot *s = &e->slots[e->row_slot[r]];
+	float *q = e->q + (size_t)r * e->qdim, *kr = e->kr + (size_t)r * e->kvdim;
+	float *vr = e->vr + (size_t)r * e->kvdim;
+	add_bias(q, L->bq, 1, e->qdim);
+	add_bias(kr, L->bk, 1, e->kvdim);
+	add_bias(vr, L->bv, 1, e->kvdim);
+	head_norm(e, q, e->n_heads, L->q_norm);
+	head_norm(e, kr, e->n_kv_heads, L->k_norm);
+	rope(e, q, e->n_heads, p);
+	rope(e, kr, e->n_kv_heads, p);
+	int blk = s->table[p / e->bs], off = p % e->bs;
+	memcpy(kv_at(e, e->kcache, l, blk, off), kr, (size_t)e->kvdim * sizeof(float));
+	memcpy(kv_at(e, e->vcache, l, blk, off), vr, (size_t)e->kvdim * sizeof(float));
+}
+
+static void rows_task(pm_engine *e, const void *arg, int c, int nc, int tid)
+{
+	const rows_job *j = arg;
+	int n = e->rows_n, r0 = (int)((int64_t)n * c / nc), r1 = (int)((int64_t)n * (c + 1) / nc);
+	size_t D = (size_t)e->dim;
+	for (int r = r0; r < r1; r++) {
+		if (j->what == ROWS_NORM)
+			e->k->rmsnorm(e->xb + r * D, e->x + r * D, j->norm, e->dim, e->m->rms_eps);
+		else
+			pre_attention(e, &e->m->layers[j->layer], j->layer, r);
+	}
+}
+
+static void rows(pm_engine *e, int what, int layer, const float *norm)
+{
+	rows_job j = {what, layer, norm};
+	int n = e->rows_n, nc = e->cfg.threads == 1 || n < 16 ? 1 : 4 * e->cfg.threads;
+	run_job(e, rows_task, &j, nc < n ? nc : n);
+}
+
+/*
  * forward runs rows 0..n-1 (row_tok/row_pos/row_slot) through the model.
  * Each row's K/V is written to its slot's cache at its position before any
  * row attends, so rows of one slot are causal among themselves (a prefill
@@ -501,35 +556,17 @@ static void forward(pm_engine *e, int n, int nl)
 	int D = e->dim;
 	for (int r = 0; r < n; r++)
 		e->dq[m->tok_embd.type](e->x + (size_t)r * D, pm_weight_row(&m->tok_embd, e->row_tok[r]), D);
+	e->rows_n = n;
 	for (int l = 0; l < e->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
-		for (int r = 0; r < n; r++)
-			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->attn_norm, D,
-				   m->rms_eps);
+		rows(e, ROWS_NORM, l, L->attn_norm); /* xb = rmsnorm(x) */
 		mm_job qkv = {{e->q, e->kr, e->vr}, {&L->wq, &L->wk, &L->wv}, e->xb, 3, n, MM_PLAIN};
 		mm_run(e, &qkv);
-		add_bias(e->q, L->bq, n, e->qdim);
-		add_bias(e->kr, L->bk, n, e->kvdim);
-		add_bias(e->vr, L->bv, n, e->kvdim);
-		for (int r = 0; r < n; r++) {
-			int p = e->row_pos[r];
-			const slot *s = &e->slots[e->row_slot[r]];
-			head_norm(e, e->q + (size_t)r * e->qdim, e->n_heads, L->q_norm);
-			head_norm(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, L->k_norm);
-			rope(e, e->q + (size_t)r * e->qdim, e->n_heads, p);
-			rope(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, p);
-			int blk = s->table[p / e->bs], off = p % e->bs;
-			memcpy(kv_at(e, e->kcache, l, blk, off), e->kr + (size_t)r * e->kvdim,
-			       (size_t)e->kvdim * sizeof(float));
-			memcpy(kv_at(e, e->vcache, l, blk, off), e->vr + (size_t)r * e->kvdim,
-			       (size_t)e->kvdim * sizeof(float));
-		}
+		rows(e, ROWS_QK, l, NULL); /* biases, head norms, RoPE, K/V to the cache */
 		attend(e, l, n);
 		mm_job o = {{e->xb}, {&L->wo}, e->att, 1, n, MM_RESIDUAL};
 		mm_run(e, &o); /* x += att . wo^T */
-		for (int r = 0; r < n; r++)
-			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->ffn_norm, D,
-				   m->rms_eps);
+		rows(e, ROWS_NORM, l, L->ffn_norm); /* xb = rmsnorm(x) */
 		mm_job gu = {{e->hb, e->hb2}, {&L->w_gate, &L->w_up}, e->xb, 2, n, MM_SWIGLU};
 		mm_run(e, &gu); /* hb = silu(xb . gate^T) * (xb . up^T) */
 		mm_job down = {{e->xb}, {&L->w_down}, e->hb, 1, n, MM_RESIDUAL};
