@@ -581,7 +581,7 @@ static void forward(pm_engine *e, int n, int nl)
 
 /* ============================================================================
  * kernels: selection (the kernels themselves are in kernels.c) and the
- * thread pool that splits a job's rows among compute threads
+ * thread pool that runs a job's chunks on the compute threads
  */
 
 static int pick_kernels(pm_engine *e);

@@ -7,9 +7,9 @@
 #include "kernels.h"
 #include "weights.h"
 
-/* Rows ahead the dequantizing path prefetches (two tiles: the next one is
- * too close to arrive in time). */
-#define PM_PREFETCH_TILES 8
+/* How far ahead (rows: two 4-row tiles) the dequantizing path prefetches
+ * the weight stream; the next tile is too close to arrive in time. */
+#define PM_PREFETCH_ROWS 8
 
 static const struct {
 	int block, bytes;
@@ -91,9 +91,9 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 			dq(scratch + (size_t)i * cols, pm_weight_row(w, mt + i), cols);
 		/* a later tile's bytes are on their way from DRAM while this
 		 * tile is used (a hint: never faults, never changes a result) */
-		int next = m1 - (mt + PM_PREFETCH_TILES) < 4 ? m1 - (mt + PM_PREFETCH_TILES) : 4;
+		int next = m1 - (mt + PM_PREFETCH_ROWS) < 4 ? m1 - (mt + PM_PREFETCH_ROWS) : 4;
 		if (next > 0) {
-			const char *p = pm_weight_row(w, mt + PM_PREFETCH_TILES);
+			const char *p = pm_weight_row(w, mt + PM_PREFETCH_ROWS);
 			size_t bytes = (size_t)next * w->row_bytes;
 			for (size_t o = 0; o < bytes; o += 64)
 				__builtin_prefetch(p + o, 0, 2);
