@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -106,8 +107,13 @@ typedef struct {
 	int32_t busy;      /* 1 = took part in this step's prefill */
 } slot;
 
-/* A parallel job: fn(e, arg, t, nt) is run by threads t = 0..nt-1. */
-typedef void (*job_fn)(struct pm_engine *e, const void *arg, int t, int nt);
+/*
+ * A parallel job is cut into chunks c = 0..nc-1; fn(e, arg, c, nc, tid)
+ * runs chunk c on compute thread tid (0 = the caller), which picks the
+ * thread's scratch. Which thread runs a chunk varies from run to run, so
+ * a chunk's result must depend only on c and nc.
+ */
+typedef void (*job_fn)(struct pm_engine *e, const void *arg, int c, int nc, int tid);
 
 struct pm_engine {
 	char err[PM_ERRMSG_MAX];
@@ -155,6 +161,7 @@ struct pm_engine {
 
 	/* forward scratch */
 	int max_rows;       /* rows of one forward */
+	int rows_n;         /* rows of the current forward (row jobs) */
 	int max_logit_rows; /* rows whose logits one forward computes */
 	float *x;           /* [max_rows][dim] residual stream */
 	float *xb;          /* [max_rows][dim] normed input / projection output */
@@ -196,19 +203,26 @@ struct pm_engine {
 	pm_step_record *ring; /* [step_ring] */
 	int32_t ring_head, ring_n;
 
-	/* thread pool (threads > 1) */
+	/* thread pool (threads > 1; see run_job) */
 	pthread_t *workers; /* [threads-1] */
 	int n_workers;      /* started */
 	pthread_mutex_t mu;
 	pthread_cond_t cv_go;   /* a sleeping worker waits here for a job */
-	pthread_cond_t cv_done; /* the caller waits here for the last worker */
-	int sleepers;           /* workers waiting on cv_go (under mu) */
-	int caller_waits;       /* the caller waits on cv_done (under mu) */
+	pthread_cond_t cv_done; /* the caller waits here for the last chunk */
 	int sync_ok;            /* mu and cv_go exist */
-	job_fn job;             /* the current job, published by job_gen */
+	uint32_t job_seq;       /* the caller's count of jobs (the word's gen) */
+	job_fn job;             /* the current job, published by job_word */
 	const void *job_arg;
-	atomic_uint_fast64_t job_gen; /* incremented per job */
-	atomic_int job_pending;       /* workers still running the current job */
+	/* The words every thread writes, each on its own cache line, away
+	 * from the fields above (read by every chunk) and from each other. */
+	char pad0[64];
+	atomic_uint_fast64_t job_word; /* gen << 32 | chunks << 16 | next chunk to claim */
+	char pad1[64];
+	atomic_int job_done; /* chunks of the current job finished */
+	char pad2[64];
+	atomic_int sleepers;     /* workers waiting on cv_go */
+	atomic_int caller_waits; /* the caller waits on cv_done */
+	atomic_int started;      /* workers that reached worker_main */
 	atomic_int quit;
 };
 
@@ -343,53 +357,118 @@ static float *kv_at(const pm_engine *e, float *cache, int layer, int block, int 
 
 /* ---- parallel jobs (serial when threads == 1) ---- */
 
-static void run_job(pm_engine *e, job_fn fn, const void *arg);
+static void run_job(pm_engine *e, job_fn fn, const void *arg, int nc);
 
+/* What a matmul job does to its columns once they are computed. */
+enum { MM_PLAIN, MM_RESIDUAL, MM_SWIGLU };
+
+/*
+ * A matmul job: out_p[n][w_p.rows] = x[n][w_p.cols] . w_p^T for its parts
+ * p < np (q, k, v share x; so do gate and up). Chunk c computes rows
+ * [tiles*c/nc*4, tiles*(c+1)/nc*4) of every part (tiles = a part's rows / 4,
+ * rounded up), then the post step on those columns:
+ *   MM_RESIDUAL: e->x[r][m] += out_0[r][m] (the residual add after wo, w_down);
+ *   MM_SWIGLU:   out_0[r][m] = silu(out_0[r][m]) * out_1[r][m] (gate, up).
+ * Both are elementwise, so the chunking never changes a result (nor does
+ * the row split: kernels.h, actquant.h).
+ */
 typedef struct {
-	float *out;
+	float *out[3];
+	const pm_weight *w[3];
 	const float *x;
-	const pm_weight *w;
-	int n;
+	int np, n, post;
 } mm_job;
 
-static void mm_task(pm_engine *e, const void *arg, int t, int nt)
+static void mm_range(const pm_weight *w, int c, int nc, int *m0, int *m1)
+{
+	int m = w->rows, tiles = (m + 3) / 4;
+	*m0 = (int)((int64_t)tiles * c / nc) * 4;
+	*m1 = (int)((int64_t)tiles * (c + 1) / nc) * 4;
+	if (*m1 > m)
+		*m1 = m;
+}
+
+static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 {
 	const mm_job *j = arg;
-	/* split the weight rows into nt ranges, each a multiple of 4 rows: a
-	 * row's result never depends on the split (kernels.h) */
-	int m = j->w->rows, tiles = (m + 3) / 4;
-	int m0 = (int)((int64_t)tiles * t / nt) * 4, m1 = (int)((int64_t)tiles * (t + 1) / nt) * 4;
-	if (m1 > m)
-		m1 = m;
-	if (m0 >= m1)
-		return;
-	pm_qmm q = e->qmm[j->w->type];
-	if (q.fn && j->w->cols % q.block == 0)
-		pm_matmul_q(q, j->out, (size_t)m, j->x, (size_t)j->w->cols, j->w, j->n, m0, m1,
-			    e->a_scratch + (size_t)t * e->a_scratch_len);
-	else
-		pm_matmul_w(e->k, e->dq[j->w->type], j->out, (size_t)m, j->x, j->w, j->n, m0, m1,
-			    e->w_scratch + (size_t)t * e->w_scratch_len);
+	int m0 = 0, m1 = 0;
+	for (int p = 0; p < j->np; p++) {
+		const pm_weight *w = j->w[p];
+		mm_range(w, c, nc, &m0, &m1);
+		if (m0 >= m1)
+			continue;
+		size_t ldo = (size_t)w->rows;
+		pm_qmm q = e->qmm[w->type];
+		if (q.fn && w->cols % q.block == 0)
+			pm_matmul_q(q, j->out[p], ldo, j->x, (size_t)w->cols, w, j->n, m0, m1,
+				    e->a_scratch + (size_t)tid * e->a_scratch_len);
+		else
+			pm_matmul_w(e->k, e->dq[w->type], j->out[p], ldo, j->x, w, j->n, m0, m1,
+				    e->w_scratch + (size_t)tid * e->w_scratch_len);
+	}
+	/* the post steps' parts have the same rows: [m0, m1) is every part's */
+	size_t ld = (size_t)j->w[0]->rows;
+	if (j->post == MM_RESIDUAL) {
+		for (int r = 0; r < j->n; r++) {
+			float *x = e->x + (size_t)r * ld;
+			const float *o = j->out[0] + (size_t)r * ld;
+			for (int m = m0; m < m1; m++)
+				x[m] += o[m];
+		}
+	} else if (j->post == MM_SWIGLU && m0 < m1) {
+		for (int r = 0; r < j->n; r++)
+			e->k->swiglu(j->out[0] + (size_t)r * ld + m0, j->out[1] + (size_t)r * ld + m0,
+				     m1 - m0);
+	}
+}
+
+/*
+ * Chunks of a matmul job. With integer kernels a chunk quantizes x again,
+ * so they get one chunk per thread (as many quantizations as a static
+ * split); the float path gets 4 per thread: a thread that starts late (a
+ * worker waking up, or descheduled on a busy machine) leaves its chunks to
+ * the others instead of making every thread wait for it.
+ */
+static int mm_chunks(const pm_engine *e, const mm_job *j)
+{
+	int nt = e->cfg.threads, q = 0, tiles = 0;
+	if (nt == 1)
+		return 1;
+	for (int p = 0; p < j->np; p++) {
+		q |= e->qmm[j->w[p]->type].fn != NULL;
+		int t = (j->w[p]->rows + 3) / 4;
+		tiles = t > tiles ? t : tiles;
+	}
+	int nc = q ? nt : 4 * nt;
+	return nc < tiles ? nc : tiles;
+}
+
+static void mm_run(pm_engine *e, mm_job *j)
+{
+	run_job(e, mm_task, j, mm_chunks(e, j));
 }
 
 /* out[n][w.rows] = x[n][w.cols] . w^T */
 static void matmul(pm_engine *e, float *out, const float *x, const pm_weight *w, int n)
 {
-	mm_job j = {out, x, w, n};
-	run_job(e, mm_task, &j);
+	mm_job j = {{out}, {w}, x, 1, n, MM_PLAIN};
+	mm_run(e, &j);
 }
 
 typedef struct {
 	int layer, n;
 } att_job;
 
-static void att_task(pm_engine *e, const void *arg, int t, int nt)
+/* Items (row, kv head) are cut into chunks in order: a row's cost grows
+ * with its position, so in a prefill the last chunks cost the most, and
+ * many small chunks keep the threads level. */
+static void att_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 {
 	const att_job *j = arg;
 	int g = e->n_heads / e->n_kv_heads;
 	int items = j->n * e->n_kv_heads;
-	int i0 = (int)((int64_t)items * t / nt), i1 = (int)((int64_t)items * (t + 1) / nt);
-	float *scratch = e->att_scratch + (size_t)t * g * e->ctx;
+	int i0 = (int)((int64_t)items * c / nc), i1 = (int)((int64_t)items * (c + 1) / nc);
+	float *scratch = e->att_scratch + (size_t)tid * g * e->ctx;
 	const float *kb = kv_at(e, e->kcache, j->layer, 0, 0);
 	const float *vb = kv_at(e, e->vcache, j->layer, 0, 0);
 	for (int i = i0; i < i1; i++) {
@@ -400,6 +479,67 @@ static void att_task(pm_engine *e, const void *arg, int t, int nt)
 			     vb + (size_t)kh * e->hd, s->table, e->bs, (size_t)e->kvdim,
 			     e->row_pos[r] + 1, e->attn_scale, scratch);
 	}
+}
+
+static void attend(pm_engine *e, int layer, int n)
+{
+	att_job aj = {layer, n};
+	int items = n * e->n_kv_heads, nc = e->cfg.threads == 1 ? 1 : 32 * e->cfg.threads;
+	run_job(e, att_task, &aj, nc < items ? nc : items);
+}
+
+/*
+ * Row jobs: work done row by row between the matmuls (norms, and the
+ * biases, head norms, RoPE and cache writes before attention). In a
+ * prefill they are a few percent of a serial forward, so they are cut
+ * into chunks of rows too; a short batch runs them on the caller (one
+ * chunk: no handoff).
+ */
+enum { ROWS_NORM, ROWS_QK };
+
+typedef struct {
+	int what, layer;
+	const float *norm; /* ROWS_NORM: xb[r] = rmsnorm(x[r]) * norm */
+} rows_job;
+
+/* pre_attention: q/k/v biases, q/k head norms and RoPE of row r, and its
+ * K and V written to its slot's cache at its position. */
+static void pre_attention(pm_engine *e, const pm_layer *L, int l, int r)
+{
+	int p = e->row_pos[r];
+	const slot *s = &e->slots[e->row_slot[r]];
+	float *q = e->q + (size_t)r * e->qdim, *kr = e->kr + (size_t)r * e->kvdim;
+	float *vr = e->vr + (size_t)r * e->kvdim;
+	add_bias(q, L->bq, 1, e->qdim);
+	add_bias(kr, L->bk, 1, e->kvdim);
+	add_bias(vr, L->bv, 1, e->kvdim);
+	head_norm(e, q, e->n_heads, L->q_norm);
+	head_norm(e, kr, e->n_kv_heads, L->k_norm);
+	rope(e, q, e->n_heads, p);
+	rope(e, kr, e->n_kv_heads, p);
+	int blk = s->table[p / e->bs], off = p % e->bs;
+	memcpy(kv_at(e, e->kcache, l, blk, off), kr, (size_t)e->kvdim * sizeof(float));
+	memcpy(kv_at(e, e->vcache, l, blk, off), vr, (size_t)e->kvdim * sizeof(float));
+}
+
+static void rows_task(pm_engine *e, const void *arg, int c, int nc, int tid)
+{
+	const rows_job *j = arg;
+	int n = e->rows_n, r0 = (int)((int64_t)n * c / nc), r1 = (int)((int64_t)n * (c + 1) / nc);
+	size_t D = (size_t)e->dim;
+	for (int r = r0; r < r1; r++) {
+		if (j->what == ROWS_NORM)
+			e->k->rmsnorm(e->xb + r * D, e->x + r * D, j->norm, e->dim, e->m->rms_eps);
+		else
+			pre_attention(e, &e->m->layers[j->layer], j->layer, r);
+	}
+}
+
+static void rows(pm_engine *e, int what, int layer, const float *norm)
+{
+	rows_job j = {what, layer, norm};
+	int n = e->rows_n, nc = e->cfg.threads == 1 || n < 16 ? 1 : 4 * e->cfg.threads;
+	run_job(e, rows_task, &j, nc < n ? nc : n);
 }
 
 /*
@@ -416,45 +556,21 @@ static void forward(pm_engine *e, int n, int nl)
 	int D = e->dim;
 	for (int r = 0; r < n; r++)
 		e->dq[m->tok_embd.type](e->x + (size_t)r * D, pm_weight_row(&m->tok_embd, e->row_tok[r]), D);
+	e->rows_n = n;
 	for (int l = 0; l < e->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
-		for (int r = 0; r < n; r++)
-			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->attn_norm, D,
-				   m->rms_eps);
-		matmul(e, e->q, e->xb, &L->wq, n);
-		matmul(e, e->kr, e->xb, &L->wk, n);
-		matmul(e, e->vr, e->xb, &L->wv, n);
-		add_bias(e->q, L->bq, n, e->qdim);
-		add_bias(e->kr, L->bk, n, e->kvdim);
-		add_bias(e->vr, L->bv, n, e->kvdim);
-		for (int r = 0; r < n; r++) {
-			int p = e->row_pos[r];
-			const slot *s = &e->slots[e->row_slot[r]];
-			head_norm(e, e->q + (size_t)r * e->qdim, e->n_heads, L->q_norm);
-			head_norm(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, L->k_norm);
-			rope(e, e->q + (size_t)r * e->qdim, e->n_heads, p);
-			rope(e, e->kr + (size_t)r * e->kvdim, e->n_kv_heads, p);
-			int blk = s->table[p / e->bs], off = p % e->bs;
-			memcpy(kv_at(e, e->kcache, l, blk, off), e->kr + (size_t)r * e->kvdim,
-			       (size_t)e->kvdim * sizeof(float));
-			memcpy(kv_at(e, e->vcache, l, blk, off), e->vr + (size_t)r * e->kvdim,
-			       (size_t)e->kvdim * sizeof(float));
-		}
-		att_job aj = {l, n};
-		run_job(e, att_task, &aj);
-		matmul(e, e->xb, e->att, &L->wo, n);
-		for (size_t i = 0; i < (size_t)n * D; i++)
-			e->x[i] += e->xb[i];
-		for (int r = 0; r < n; r++)
-			k->rmsnorm(e->xb + (size_t)r * D, e->x + (size_t)r * D, L->ffn_norm, D,
-				   m->rms_eps);
-		matmul(e, e->hb, e->xb, &L->w_gate, n);
-		matmul(e, e->hb2, e->xb, &L->w_up, n);
-		for (int r = 0; r < n; r++)
-			k->swiglu(e->hb + (size_t)r * e->ffn, e->hb2 + (size_t)r * e->ffn, e->ffn);
-		matmul(e, e->xb, e->hb, &L->w_down, n);
-		for (size_t i = 0; i < (size_t)n * D; i++)
-			e->x[i] += e->xb[i];
+		rows(e, ROWS_NORM, l, L->attn_norm); /* xb = rmsnorm(x) */
+		mm_job qkv = {{e->q, e->kr, e->vr}, {&L->wq, &L->wk, &L->wv}, e->xb, 3, n, MM_PLAIN};
+		mm_run(e, &qkv);
+		rows(e, ROWS_QK, l, NULL); /* biases, head norms, RoPE, K/V to the cache */
+		attend(e, l, n);
+		mm_job o = {{e->xb}, {&L->wo}, e->att, 1, n, MM_RESIDUAL};
+		mm_run(e, &o); /* x += att . wo^T */
+		rows(e, ROWS_NORM, l, L->ffn_norm); /* xb = rmsnorm(x) */
+		mm_job gu = {{e->hb, e->hb2}, {&L->w_gate, &L->w_up}, e->xb, 2, n, MM_SWIGLU};
+		mm_run(e, &gu); /* hb = silu(xb . gate^T) * (xb . up^T) */
+		mm_job down = {{e->xb}, {&L->w_down}, e->hb, 1, n, MM_RESIDUAL};
+		mm_run(e, &down); /* x += hb . down^T */
 	}
 	for (int i = 0; i < nl; i++)
 		k->rmsnorm(e->lx + (size_t)i * D, e->x + (size_t)e->logit_row[i] * D, m->out_norm, D,
@@ -465,7 +581,7 @@ static void forward(pm_engine *e, int n, int nl)
 
 /* ============================================================================
  * kernels: selection (the kernels themselves are in kernels.c) and the
- * thread pool that splits a job's rows among compute threads
+ * thread pool that runs a job's chunks on the compute threads
  */
 
 static int pick_kernels(pm_engine *e);
@@ -507,12 +623,28 @@ typedef struct {
 	int t;
 } worker_arg;
 
-/* How long (pause instructions, ~50 us) a worker polls for the next job, and
- * the caller for the workers to finish, before sleeping on a condition
- * variable: a forward issues about eight jobs per layer, microseconds
- * apart, so a sleep/wake pair per job would cost more than the job; but on
- * an oversubscribed machine a spinner steals the core of the thread it
- * waits for, so the spin stays short. */
+/*
+ * The pool. The caller publishes a job in one word, gen << 32 | chunks << 16
+ * | next: the job's number, its chunk count and the next chunk to claim.
+ * Every thread, the caller included, claims chunks by compare-and-swap on
+ * that word until none is left, so the caller never waits for a worker
+ * that has not started (asleep, or descheduled on a busy machine): it only
+ * waits for chunks a worker has claimed. A claim carries the job's number,
+ * so a worker that wakes late cannot take a chunk of a newer job for the
+ * old one; the caller publishes the next job only after every chunk of
+ * this one is done, so e->job and e->job_arg are stable while a claimed
+ * chunk runs. Sleeping (workers on cv_go, the caller on cv_done) follows
+ * Dekker's pattern: the sleeper announces itself (sleepers, caller_waits)
+ * and rechecks under mu; the waker publishes, then looks for an announced
+ * sleeper and only then takes mu, so a job where nobody sleeps touches no
+ * lock.
+ *
+ * How long (pause instructions, ~50 us here) a worker polls for the next
+ * job, and the caller for the last chunks, before sleeping: a forward
+ * issues about six jobs per layer, microseconds apart, so a sleep/wake pair
+ * per job would cost more than the job; but on an oversubscribed machine a
+ * spinner steals a core from others, so the spin stays short.
+ */
 #define SPIN 2000
 
 static void cpu_relax(void)
@@ -522,66 +654,97 @@ static void cpu_relax(void)
 #endif
 }
 
+#define WORD_GEN(w) ((uint32_t)((w) >> 32))
+#define WORD_CHUNKS(w) ((int)(((w) >> 16) & 0xffff))
+#define WORD_NEXT(w) ((int)((w)&0xffff))
+#define MAX_CHUNKS 0xffff
+
+/* run_chunks claims and runs chunks of job gen (w: the word as last seen)
+ * until none is left or a newer job is published. */
+static void run_chunks(pm_engine *e, uint64_t w, uint32_t gen, int tid)
+{
+	for (;;) {
+		if (WORD_GEN(w) != gen || WORD_NEXT(w) >= WORD_CHUNKS(w))
+			return;
+		if (!atomic_compare_exchange_weak_explicit(&e->job_word, &w, w + 1, memory_order_acq_rel,
+							   memory_order_acquire))
+			continue; /* w is reloaded */
+		int nc = WORD_CHUNKS(w);
+		e->job(e, e->job_arg, WORD_NEXT(w), nc, tid);
+		if (atomic_fetch_add(&e->job_done, 1) + 1 == nc && atomic_load(&e->caller_waits)) {
+			pthread_mutex_lock(&e->mu); /* the last chunk wakes a sleeping caller */
+			pthread_cond_signal(&e->cv_done);
+			pthread_mutex_unlock(&e->mu);
+		}
+		w = atomic_load_explicit(&e->job_word, memory_order_acquire);
+	}
+}
+
 static void *worker_main(void *p)
 {
 	pm_engine *e = ((worker_arg *)p)->e;
-	int t = ((worker_arg *)p)->t;
-	uint64_t seen = 0, g;
+	int tid = ((worker_arg *)p)->t;
+	uint32_t seen = 0;
+	uint64_t w;
+	atomic_fetch_add(&e->started, 1);
 	for (;;) {
 		int spins = 0;
-		while ((g = atomic_load_explicit(&e->job_gen, memory_order_acquire)) == seen &&
+		while (WORD_GEN(w = atomic_load_explicit(&e->job_word, memory_order_acquire)) == seen &&
 		       !atomic_load_explicit(&e->quit, memory_order_relaxed)) {
 			if (++spins < SPIN) {
 				cpu_relax();
 				continue;
 			}
 			pthread_mutex_lock(&e->mu);
-			e->sleepers++;
-			while (atomic_load(&e->job_gen) == seen && !atomic_load(&e->quit))
+			atomic_fetch_add(&e->sleepers, 1);
+			while (WORD_GEN(atomic_load(&e->job_word)) == seen && !atomic_load(&e->quit))
 				pthread_cond_wait(&e->cv_go, &e->mu);
-			e->sleepers--;
+			atomic_fetch_sub(&e->sleepers, 1);
 			pthread_mutex_unlock(&e->mu);
+			spins = 0;
 		}
 		if (atomic_load(&e->quit))
 			return NULL;
-		seen = g;
-		e->job(e, e->job_arg, t, e->cfg.threads);
-		if (atomic_fetch_sub_explicit(&e->job_pending, 1, memory_order_acq_rel) == 1) {
-			pthread_mutex_lock(&e->mu); /* the last one wakes a sleeping caller */
-			if (e->caller_waits)
-				pthread_cond_signal(&e->cv_done);
-			pthread_mutex_unlock(&e->mu);
-		}
+		seen = WORD_GEN(w);
+		run_chunks(e, w, seen, tid);
 	}
 }
 
-/* run_job runs fn on every compute thread (the caller is thread 0) and
- * returns when all are done. */
-static void run_job(pm_engine *e, job_fn fn, const void *arg)
+/* run_job runs fn on chunks 0..nc-1 (nc <= MAX_CHUNKS) on the compute
+ * threads (the caller is thread 0) and returns when all are done. */
+static void run_job(pm_engine *e, job_fn fn, const void *arg, int nc)
 {
-	if (e->n_workers == 0) {
-		fn(e, arg, 0, 1);
+	if (nc > MAX_CHUNKS)
+		nc = MAX_CHUNKS;
+	if (e->n_workers == 0 || nc <= 1) {
+		for (int c = 0; c < nc; c++)
+			fn(e, arg, c, nc, 0);
 		return;
 	}
 	e->job = fn;
 	e->job_arg = arg;
-	atomic_store_explicit(&e->job_pending, e->n_workers, memory_order_relaxed);
-	atomic_fetch_add_explicit(&e->job_gen, 1, memory_order_release);
-	pthread_mutex_lock(&e->mu); /* wakes sleepers; see worker_main */
-	if (e->sleepers > 0)
+	atomic_store_explicit(&e->job_done, 0, memory_order_relaxed);
+	uint32_t gen = ++e->job_seq;
+	if (gen == 0) /* 0 is no job yet, what a new worker has seen */
+		gen = ++e->job_seq;
+	uint64_t w = (uint64_t)gen << 32 | (uint64_t)nc << 16;
+	atomic_store(&e->job_word, w); /* seq_cst: ordered before the sleepers load */
+	if (atomic_load(&e->sleepers) > 0) {
+		pthread_mutex_lock(&e->mu);
 		pthread_cond_broadcast(&e->cv_go);
-	pthread_mutex_unlock(&e->mu);
-	fn(e, arg, 0, e->cfg.threads);
-	for (int spins = 0; atomic_load_explicit(&e->job_pending, memory_order_acquire) > 0; spins++) {
+		pthread_mutex_unlock(&e->mu);
+	}
+	run_chunks(e, w, gen, 0);
+	for (int spins = 0; atomic_load_explicit(&e->job_done, memory_order_acquire) < nc; spins++) {
 		if (spins < SPIN) {
 			cpu_relax();
 			continue;
 		}
 		pthread_mutex_lock(&e->mu);
-		e->caller_waits = 1;
-		while (atomic_load(&e->job_pending) > 0)
+		atomic_store(&e->caller_waits, 1);
+		while (atomic_load(&e->job_done) < nc)
 			pthread_cond_wait(&e->cv_done, &e->mu);
-		e->caller_waits = 0;
+		atomic_store(&e->caller_waits, 0);
 		pthread_mutex_unlock(&e->mu);
 	}
 }
@@ -1496,6 +1659,11 @@ static int build_workers(pm_engine *e)
 			return seterr(e, PM_ERR_NOMEM, "threads: pthread_create: %s", strerror(rc));
 		e->n_workers++;
 	}
+	/* A thread's start-up allocates (the C library's, a sanitizer's): let
+	 * it happen here, not in the first steps, where no worker has to run
+	 * for a job to finish. */
+	while (atomic_load(&e->started) < e->n_workers)
+		sched_yield();
 	return PM_OK;
 }
 

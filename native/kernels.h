@@ -60,11 +60,13 @@ const pm_kernels *pm_kernels_avx2(void);
 
 /*
  * pm_matmul_w is matmul against a typed weight: out[r*ldo + m] = x[r] . row m
- * of w for m in [m0, m1). Tiles of 4 rows of w are dequantized (dq) into
- * scratch (4 * w->cols floats) and passed to k->matmul against every row of
- * x, so each weight block is decoded once per tile whatever the batch, and
- * a result is bitwise the F32 matmul of the dequantized weights: batch- and
- * tile-invariant as matmul is. F32 weights are used directly.
+ * of w for m in [m0, m1). A batch of 1 takes the type's matvec (AVX2). With
+ * the AVX2 set, F32, F16 and BF16 take the tile product that widens the
+ * weights in registers (pm_matmul_float_avx2). Otherwise tiles of 4 rows
+ * of w are dequantized (dq) into scratch (4 * w->cols floats) and passed
+ * to k->matmul against every row of x, so each weight block is decoded
+ * once per tile whatever the batch. Every path gives bitwise the F32
+ * matmul of the dequantized weights: batch- and tile-invariant as matmul is.
  */
 void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, const float *x,
 		 const pm_weight *w, int n, int m0, int m1, float *scratch);
@@ -80,5 +82,23 @@ typedef void (*pm_matvec_fn)(float *out, const float *x, const pm_weight *w, int
 /* pm_matvec_avx2 returns type's AVX2 matvec, NULL when there is none (or
  * no AVX2 build); callers check the CPU (pm_cpu_has_avx2) first. */
 pm_matvec_fn pm_matvec_avx2(uint32_t type);
+
+/*
+ * pm_tile_fn: out[r*ldo + m] = x[r] . row m of w for rows r < n of x
+ * (x[r] at x + r * w->cols) and m in [m0, m1): the tiled product with the
+ * weight chunks widened in registers (mm_float.c); bitwise what matmul
+ * gives on the widened rows.
+ */
+typedef void (*pm_tile_fn)(float *out, size_t ldo, const float *x, const pm_weight *w, int n,
+			   int m0, int m1);
+
+/*
+ * pm_matmul_float_avx2 returns the AVX2 tile product of an F32, F16 or
+ * BF16 weight, NULL for other types or when this build or CPU cannot run
+ * it. regs picks the copy: 16 (any AVX2+FMA+F16C CPU), 32 (compiled for
+ * AVX-512VL's 32 registers: bigger tiles, the same bits), 0 the best this
+ * CPU runs.
+ */
+pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs);
 
 #endif

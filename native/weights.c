@@ -7,6 +7,10 @@
 #include "kernels.h"
 #include "weights.h"
 
+/* How far ahead (rows: two 4-row tiles) the dequantizing path prefetches
+ * the weight stream; the next tile is too close to arrive in time. */
+#define PM_PREFETCH_ROWS 8
+
 static const struct {
 	int block, bytes;
 } types[PM_TYPE_COUNT] = {
@@ -70,6 +74,13 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 			return;
 		}
 	}
+	if (k != &pm_kernels_portable) {
+		pm_tile_fn tf = pm_matmul_float_avx2(w->type, 0);
+		if (tf) {
+			tf(out, ldo, x, w, n, m0, m1);
+			return;
+		}
+	}
 	if (w->type == PM_TYPE_F32 && (uintptr_t)w->data % sizeof(float) == 0) {
 		k->matmul(out, ldo, x, (const float *)w->data, n, cols, m0, m1);
 		return;
@@ -78,6 +89,15 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 		int rows = m1 - mt < 4 ? m1 - mt : 4;
 		for (int i = 0; i < rows; i++)
 			dq(scratch + (size_t)i * cols, pm_weight_row(w, mt + i), cols);
+		/* a later tile's bytes are on their way from DRAM while this
+		 * tile is used (a hint: never faults, never changes a result) */
+		int next = m1 - (mt + PM_PREFETCH_ROWS) < 4 ? m1 - (mt + PM_PREFETCH_ROWS) : 4;
+		if (next > 0) {
+			const char *p = pm_weight_row(w, mt + PM_PREFETCH_ROWS);
+			size_t bytes = (size_t)next * w->row_bytes;
+			for (size_t o = 0; o < bytes; o += 64)
+				__builtin_prefetch(p + o, 0, 2);
+		}
 		k->matmul(out + mt, ldo, x, scratch, n, cols, 0, rows);
 	}
 }

@@ -195,6 +195,61 @@ static void test_matmul_w(const pm_kernels *k)
 	}
 }
 
+/*
+ * test_float_tiles checks mm_float.c's tile products (F32, F16, BF16; the
+ * 16- and the 32-register copy) against the AVX2 F32 matmul of the
+ * widened rows, bitwise: every batch size 1..11 (every pass shape and
+ * remainder), a split of the weight rows at 4 and 8, a row count that
+ * leaves a partial tile, k with and without a tail chunk, and a batch
+ * larger than one block of x rows.
+ */
+static void test_float_tiles(const pm_kernels *k)
+{
+	enum { M = 13, KMAX = 2048, NMAX = 70 };
+	static const uint32_t types[] = {PM_TYPE_F32, PM_TYPE_F16, PM_TYPE_BF16};
+	static const int ks[] = {512, 100, 37, KMAX};
+	static uint8_t wb[M * KMAX * 4];
+	static float x[NMAX * KMAX], wf[M * KMAX], ref[NMAX * M], out[NMAX * M];
+	for (int i = 0; i < NMAX * KMAX; i++)
+		x[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+	int copies = 0;
+	for (int regs = 16; regs <= 32; regs += 16) {
+		for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+			uint32_t ty = types[t];
+			pm_tile_fn tf = pm_matmul_float_avx2(ty, regs);
+			if (!tf)
+				continue;
+			copies++;
+			for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+				int K = ks[ki];
+				random_rows(wb, ty, M, K);
+				pm_weight w = {.data = wb, .type = ty, .rows = M, .cols = K,
+					       .row_bytes = pm_type_row_bytes(ty, K)};
+				pm_dequant_fn dq = pm_dequant(ty, 0);
+				for (int r = 0; r < M; r++)
+					dq(wf + (size_t)r * K, pm_weight_row(&w, r), K);
+				int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, K == KMAX ? NMAX : 11};
+				for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+					int n = ns[ni];
+					size_t bytes = (size_t)n * M * sizeof(float);
+					k->matmul(ref, M, x, wf, n, K, 0, M);
+					memset(out, 0, bytes);
+					tf(out, M, x, &w, n, 0, M);
+					CHECK(memcmp(ref, out, bytes) == 0,
+					      "type %u regs %d k %d n %d: tile product != F32 matmul", ty, regs, K, n);
+					memset(out, 0, bytes);
+					tf(out, M, x, &w, n, 0, 4);
+					tf(out, M, x, &w, n, 4, 8);
+					tf(out, M, x, &w, n, 8, M);
+					CHECK(memcmp(ref, out, bytes) == 0,
+					      "type %u regs %d k %d n %d: split changed a result", ty, regs, K, n);
+				}
+			}
+		}
+	}
+	printf("float tile products: %d type x register-file copies\n", copies);
+}
+
 /* The rule of actquant.h on hand-worked blocks: amax 127 makes d exactly
  * 1, so the codes are x rounded half to even (the Go reference's
  * TestQuantActGolden works the same block). */
@@ -358,6 +413,8 @@ int main(int argc, char **argv)
 		printf("typed matmul invariance (avx2)\n");
 		test_matmul_w(pm_kernels_avx2());
 	}
+	if (pm_kernels_avx2())
+		test_float_tiles(pm_kernels_avx2());
 	printf("activation quantizers: golden blocks\n");
 	test_act_golden();
 	if (pm_kernels_avx2()) {

@@ -16,6 +16,11 @@
 # and, for decode at batch 1, each engine's share of the measured memory
 # bandwidth limit (19 GB/s one thread, 32 GB/s two; BW_1, BW_2) from the
 # bytes of weights one token reads.
+# A run that gives no number (llama-batched-bench has come back without
+# its table on a busy machine) is left out of the median and counted on a
+# line below the measurement, with llama.cpp's last stderr lines; a
+# measurement with no number at all says "failed". The load average is
+# printed before and after each model.
 # Without LLAMA_CPP_DIR (or without its binaries) it says so and exits 0:
 # CI does not need it.
 set -euo pipefail
@@ -38,16 +43,25 @@ go build -o "$tmp/retok" ./tools/vs-llamacpp/retok
 go build -o "$tmp/matrixbytes" ./tools/vs-llamacpp/matrixbytes
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+# med: the median of the numbers among its arguments (a run that failed
+# gave none), "failed" when there is none.
+med() {
+	local v
+	v=$(printf '%s\n' "$@" | grep -E '^[0-9]+([.][0-9]+)?$' || true)
+	if [[ -z $v ]]; then echo failed; else median <<<"$v"; fi
+}
+# failures: how many of its arguments are not a number.
+failures() { printf '%s\n' "$@" | grep -cvE '^[0-9]+([.][0-9]+)?$' || true; }
 
 # llama-bench prints CSV with avg_ts as the throughput column.
 llama_bench() { # model threads p n
-	"$bin/llama-bench" -m "$1" -t "$2" -p "$3" -n "$4" -r 1 -o csv 2>/dev/null |
+	"$bin/llama-bench" -m "$1" -t "$2" -p "$3" -n "$4" -r 1 -o csv 2>"$tmp/llama.err" |
 		awk -F, 'NR==1 {for (i=1;i<=NF;i++) if ($i ~ /avg_ts/) c=i; next} {gsub(/"/,"",$c); print $c}' | tail -1
 }
 # llama-batched-bench prints a markdown table; S_TG t/s is column 9 (| split).
 llama_batched() { # model threads npl
 	local ctx=$(($3 * 136 + 64))
-	"$bin/llama-batched-bench" -m "$1" -t "$2" -c "$ctx" -b 2048 -ub 512 -npp 8 -ntg 128 -npl "$3" 2>/dev/null |
+	"$bin/llama-batched-bench" -m "$1" -t "$2" -c "$ctx" -b 2048 -ub 512 -npp 8 -ntg 128 -npl "$3" 2>"$tmp/llama.err" |
 		awk -F'|' -v b="$3" '$4+0 == b && $2+0 == 8 {gsub(/ /,"",$9); print $9}' | tail -1
 }
 
@@ -55,7 +69,7 @@ for model in "$@"; do
 	copy=$tmp/$(basename "$model")
 	"$tmp/retok" "$model" "$copy"
 	mb=$("$tmp/matrixbytes" "$copy")
-	echo "== $(basename "$model") ($(stat -c %s "$model") bytes; $mb bytes of weights read per token)"
+	echo "== $(basename "$model") ($(stat -c %s "$model") bytes; $mb bytes of weights read per token; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	printf '%-22s %12s %12s %8s %10s %10s\n' measurement llama.cpp picometer ratio bw_llama bw_pico
 	run() { # name llama-cmd pico-cmd [threads for bandwidth]
 		local name=$1 lc=$2 pc=$3 t=${4:-} l=() p=()
@@ -64,16 +78,23 @@ for model in "$@"; do
 			p+=("$(eval "$pc")")
 		done
 		local lm pm
-		lm=$(printf '%s\n' "${l[@]}" | median)
-		pm=$(printf '%s\n' "${p[@]}" | median)
+		lm=$(med "${l[@]}")
+		pm=$(med "${p[@]}")
 		local bwl="" bwp=""
-		if [[ -n $t ]]; then
+		if [[ -n $t && $lm != failed && $pm != failed ]]; then
 			local lim=$((t == 1 ? ${BW_1:-19000000000} : ${BW_2:-32000000000}))
 			bwl=$(awk -v r="$lm" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r*b/l}')
 			bwp=$(awk -v r="$pm" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r*b/l}')
 		fi
 		printf '%-22s %12s %12s %7sx %10s %10s\n' "$name" "$lm" "$pm" \
-			"$(awk -v a="$pm" -v b="$lm" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "?"}')" "$bwl" "$bwp"
+			"$(awk -v a="$pm" -v b="$lm" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a/b; else print "?"}')" "$bwl" "$bwp"
+		local fl fp
+		fl=$(failures "${l[@]}")
+		fp=$(failures "${p[@]}")
+		if ((fl + fp > 0)); then
+			echo "  ($name: $fl of $pairs llama.cpp and $fp of $pairs picometer runs gave no number; the medians are of the rest)"
+			[[ $fl -gt 0 && -s $tmp/llama.err ]] && tail -n 3 "$tmp/llama.err" | sed 's/^/  llama.cpp: /'
+		fi
 	}
 	for t in 1 2; do
 		run "tg128 b=1 t=$t" "llama_bench '$copy' $t 0 128" "'$tmp/pmbench' -model '$copy' -threads $t -mode tg -batch 1 -n 128" "$t"
@@ -84,4 +105,5 @@ for model in "$@"; do
 	for b in 8 16; do
 		run "batched tg b=$b t=$bt" "llama_batched '$copy' $bt $b" "'$tmp/pmbench' -model '$copy' -threads $bt -mode tg -batch $b -n 128"
 	done
+	echo "   (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
 done

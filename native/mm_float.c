@@ -1,0 +1,118 @@
+/*
+ * mm_float.c: the tiled matrix-matrix product of the float weight types
+ * (F32, F16, BF16) for batched decode and prefill, AVX2+FMA(+F16C): each
+ * weight chunk is widened in registers (cvtph for F16, a shift for BF16)
+ * and fed straight to the FMAs of every row of x in the pass, instead of
+ * being dequantized into a scratch tile and read back (pm_matmul_w's path
+ * for the other types).
+ *
+ * Batch invariance: a result is bitwise what kernels.c's matmul gives on
+ * the widened rows, and what matvec.c gives at batch 1: one 8-lane
+ * accumulator per output fed the row's 8-element chunks in order by
+ * fmadd(x, w, acc), a zero-padded tail chunk against the masked tail of x,
+ * then the tree ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). Tile shape, pass
+ * size, x blocking and the thread split never change a result
+ * (test_quant.c checks every batch size against the F32 matmul).
+ *
+ * Two copies of the same code (mm_float_tile.h): one for 16 vector
+ * registers, whose passes hold 2 rows of x (8 accumulators, 4 weight
+ * vectors; 3 rows spill), and one for CPUs with AVX-512VL, compiled for its
+ * 32 registers, whose passes hold 4 rows (16 accumulators), so each
+ * widened weight vector feeds 4 FMAs instead of 2. The instructions are
+ * still 256-bit and compute the same operations, so both copies give the
+ * same bits (test_quant.c compares them). Measured on this machine (AMD
+ * EPYC Zen 4, one thread, F16 1376x512, 256 rows in cache): ~95 GFLOP/s
+ * with 4-row passes against ~70 with 2-row ones.
+ */
+#include <string.h>
+
+#include "kernels.h"
+#include "weights.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* Lanes j < rem are set: loads beyond the row never touch memory. */
+static const int32_t mmf_tail_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* How many tiles ahead the weight stream is prefetched: one tile is too
+ * close (the prefetch is still in flight when the tile is used), 2-4 keep
+ * a 4 KiB F16 tile's DRAM fetch behind the compute of the tiles before. */
+#define MMF_AHEAD 2
+
+/* mmf_xblock: rows of x per block, so a block (rows * k floats) stays in
+ * L2 (~256 KiB) while every weight tile passes over it; a multiple of 4. */
+static int mmf_xblock(int k)
+{
+	int rows = (int)((256u << 10) / ((unsigned)k * sizeof(float))) & ~3;
+	return rows < 8 ? 8 : rows;
+}
+
+/* Rows per pass, 16 registers: 2 (3 keeps 17 vectors live and spills; it
+ * only pays for batches of 3 and 5, where the weight stream is the limit:
+ * 3 = 3 beats 2+1, 5 = 3+2 beats 2+2+1). */
+static inline int pass_rows_16(int n, int left)
+{
+	if ((n == 3 || n == 5) && left >= 3)
+		return 3;
+	return left >= 2 ? 2 : 1;
+}
+
+/* Rows per pass, 32 registers: 4 (21 vectors live), the rest in one pass. */
+static inline int pass_rows_32(int n, int left)
+{
+	(void)n;
+	return left >= 4 ? 4 : left; 
+}
+
+#define MMF_TGT "avx2,fma,f16c"
+#define MMF_SFX 16
+#define MMF_RMAX 3
+#include "mm_float_tile.h"
+#undef MMF_TGT
+#undef MMF_SFX
+#undef MMF_RMAX
+
+#define MMF_TGT "avx2,fma,f16c,avx512f,avx512vl"
+#define MMF_SFX 32
+#define MMF_RMAX 4
+#include "mm_float_tile.h"
+#undef MMF_TGT
+#undef MMF_SFX
+#undef MMF_RMAX
+
+static int has_avx512vl(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+}
+
+pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs)
+{
+	if (!pm_cpu_has_avx2() || !__builtin_cpu_supports("f16c"))
+		return NULL;
+	if (regs == 0)
+		regs = has_avx512vl() ? 32 : 16;
+	if (regs == 32 && !has_avx512vl())
+		return NULL;
+	switch (type) {
+	case PM_TYPE_F32:
+		return regs == 32 ? mm_f32_32 : mm_f32_16;
+	case PM_TYPE_F16:
+		return regs == 32 ? mm_f16_32 : mm_f16_16;
+	case PM_TYPE_BF16:
+		return regs == 32 ? mm_bf16_32 : mm_bf16_16;
+	}
+	return NULL;
+}
+
+#else
+
+pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs)
+{
+	(void)type;
+	(void)regs;
+	return NULL;
+}
+
+#endif

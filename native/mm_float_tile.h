@@ -1,0 +1,179 @@
+/*
+ * mm_float_tile.h: the body of mm_float.c's tile product, included once per
+ * register file (see mm_float.c). The includer defines:
+ *
+ *   MMF_TGT   the target attribute string ("avx2,fma,f16c" or that plus
+ *             "avx512f,avx512vl": 32 vector registers, same instructions'
+ *             arithmetic)
+ *   MMF_SFX   the suffix of this copy's names
+ *   MMF_RMAX  the most rows of x one pass holds (4 accumulators each)
+ *
+ * Nothing here depends on the copy but speed: every output is one 8-lane
+ * accumulator fed the row's 8-element chunks in order, then the masked
+ * tail chunk, reduced by the tree of hsum4 (kernels.h).
+ */
+#define MMF_CAT_(a, b) a##b
+#define MMF_CAT(a, b) MMF_CAT_(a, b)
+#define MMF(name) MMF_CAT(name, MMF_SFX)
+#define MMF_INLINE static inline __attribute__((always_inline, target(MMF_TGT)))
+
+/* hsum4 reduces four accumulators, each by ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). */
+MMF_INLINE __m128 MMF(hsum4_)(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+	__m256 t0 = _mm256_hadd_ps(a, b);
+	__m256 t1 = _mm256_hadd_ps(c, d);
+	__m256 t2 = _mm256_hadd_ps(t0, t1);
+	return _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+}
+
+/* ld_ widens the 8 elements of a row of type ty at element i (exact). */
+MMF_INLINE __m256 MMF(ld_)(int ty, const uint8_t *row, int i)
+{
+	if (ty == PM_TYPE_F32)
+		return _mm256_loadu_ps((const float *)(const void *)row + i);
+	__m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)i));
+	if (ty == PM_TYPE_F16)
+		return _mm256_cvtph_ps(h);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* ld_tail_ widens elements [i, k) of a row, zeros beyond k (loads stay in
+ * the row): what the masked loads of the F32 kernels give. */
+MMF_INLINE __m256 MMF(ld_tail_)(int ty, const uint8_t *row, int i, int k)
+{
+	int esz = ty == PM_TYPE_F32 ? 4 : 2;
+	uint8_t buf[32] = {0};
+	memcpy(buf, row + (size_t)esz * i, (size_t)esz * (k - i));
+	return MMF(ld_)(ty, buf, 0);
+}
+
+/*
+ * tile_: out[r*ldo + j] = x[r] . row j of the 4-row tile at w0 (rows rb
+ * bytes apart), r < R. While it runs it prefetches into L2 the 4 * rb bytes
+ * at pf (a later tile; NULL: none), one share per chunk, so the weight
+ * stream never waits on DRAM at a tile boundary.
+ */
+MMF_INLINE void MMF(tile_)(const int R, const int ty, float *out, size_t ldo, const float *x, int k,
+			   const uint8_t *w0, size_t rb, const char *pf)
+{
+	const int esz = ty == PM_TYPE_F32 ? 4 : 2;
+	const uint8_t *w1 = w0 + rb, *w2 = w1 + rb, *w3 = w2 + rb;
+	__m256 a[MMF_RMAX][4];
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8) {
+		if (pf) /* 4 rows x 8 elements = 32 * esz bytes of the later tile per chunk */
+			for (int o = 0; o < 32 * esz; o += 64)
+				_mm_prefetch(pf + (size_t)i * 4 * esz + o, _MM_HINT_T1);
+		__m256 v0 = MMF(ld_)(ty, w0, i), v1 = MMF(ld_)(ty, w1, i);
+		__m256 v2 = MMF(ld_)(ty, w2, i), v3 = MMF(ld_)(ty, w3, i);
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			__m256 u = _mm256_loadu_ps(x + (size_t)r * k + i);
+			a[r][0] = _mm256_fmadd_ps(u, v0, a[r][0]);
+			a[r][1] = _mm256_fmadd_ps(u, v1, a[r][1]);
+			a[r][2] = _mm256_fmadd_ps(u, v2, a[r][2]);
+			a[r][3] = _mm256_fmadd_ps(u, v3, a[r][3]);
+		}
+	}
+	if (k & 7) {
+		__m256i mk = _mm256_loadu_si256((const __m256i *)(mmf_tail_tab + 8 - (k & 7)));
+		__m256 v0 = MMF(ld_tail_)(ty, w0, kv, k), v1 = MMF(ld_tail_)(ty, w1, kv, k);
+		__m256 v2 = MMF(ld_tail_)(ty, w2, kv, k), v3 = MMF(ld_tail_)(ty, w3, kv, k);
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			__m256 u = _mm256_maskload_ps(x + (size_t)r * k + kv, mk);
+			a[r][0] = _mm256_fmadd_ps(u, v0, a[r][0]);
+			a[r][1] = _mm256_fmadd_ps(u, v1, a[r][1]);
+			a[r][2] = _mm256_fmadd_ps(u, v2, a[r][2]);
+			a[r][3] = _mm256_fmadd_ps(u, v3, a[r][3]);
+		}
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		_mm_storeu_ps(out + (size_t)r * ldo, MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][3]));
+}
+
+/* dot_: x . one row (the rows past the last whole tile). */
+MMF_INLINE float MMF(dot_)(const int ty, const float *x, int k, const uint8_t *w0)
+{
+	__m256 a = _mm256_setzero_ps(), z = a;
+	int kv = k & ~7;
+	for (int i = 0; i < kv; i += 8)
+		a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), MMF(ld_)(ty, w0, i), a);
+	if (k & 7) {
+		__m256i mk = _mm256_loadu_si256((const __m256i *)(mmf_tail_tab + 8 - (k & 7)));
+		a = _mm256_fmadd_ps(_mm256_maskload_ps(x + kv, mk), MMF(ld_tail_)(ty, w0, kv, k), a);
+	}
+	return _mm_cvtss_f32(MMF(hsum4_)(a, z, z, z));
+}
+
+/*
+ * mm_: out[r*ldo + m] = x[r] . row m of w, r < n, m in [m0, m1). Rows of x
+ * go in blocks that stay in L2 (mmf_xblock); within a block each 4-row
+ * weight tile is used against every row, MMF_RMAX rows (or fewer) a pass;
+ * the first pass over a tile prefetches the tile MMF_AHEAD tiles on.
+ */
+MMF_INLINE void MMF(mm_)(const int ty, float *out, size_t ldo, const float *x, const pm_weight *w,
+			 int n, int m0, int m1)
+{
+	int k = w->cols;
+	size_t rb = w->row_bytes;
+	int xb = mmf_xblock(k);
+	for (int r0 = 0; r0 < n; r0 += xb) {
+		int rn = n - r0 < xb ? n - r0 : xb;
+		const float *xr0 = x + (size_t)r0 * k;
+		float *or0 = out + (size_t)r0 * ldo;
+		int m = m0;
+		for (; m + 4 <= m1; m += 4) {
+			const uint8_t *wm = pm_weight_row(w, m);
+			int ahead = m + 4 * MMF_AHEAD;
+			const char *pf = ahead + 4 <= w->rows ? (const char *)pm_weight_row(w, ahead) : NULL;
+			for (int r = 0; r < rn;) {
+				int left = rn - r;
+				float *o = or0 + (size_t)r * ldo + m;
+				const float *xr = xr0 + (size_t)r * k;
+				int R = MMF(pass_rows_)(rn, left);
+				if (R >= 4)
+					MMF(tile_)(MMF_RMAX >= 4 ? 4 : 1, ty, o, ldo, xr, k, wm, rb, pf);
+				else if (R == 3)
+					MMF(tile_)(MMF_RMAX >= 3 ? 3 : 1, ty, o, ldo, xr, k, wm, rb, pf);
+				else if (R == 2)
+					MMF(tile_)(2, ty, o, ldo, xr, k, wm, rb, pf);
+				else
+					MMF(tile_)(1, ty, o, ldo, xr, k, wm, rb, pf);
+				pf = NULL;
+				r += R;
+			}
+		}
+		for (; m < m1; m++)
+			for (int r = 0; r < rn; r++)
+				or0[(size_t)r * ldo + m] = MMF(dot_)(ty, xr0 + (size_t)r * k, k,
+								     pm_weight_row(w, m));
+	}
+}
+
+static __attribute__((target(MMF_TGT))) void MMF(mm_f32_)(float *out, size_t ldo, const float *x,
+							   const pm_weight *w, int n, int m0, int m1)
+{
+	MMF(mm_)(PM_TYPE_F32, out, ldo, x, w, n, m0, m1);
+}
+
+static __attribute__((target(MMF_TGT))) void MMF(mm_f16_)(float *out, size_t ldo, const float *x,
+							   const pm_weight *w, int n, int m0, int m1)
+{
+	MMF(mm_)(PM_TYPE_F16, out, ldo, x, w, n, m0, m1);
+}
+
+static __attribute__((target(MMF_TGT))) void MMF(mm_bf16_)(float *out, size_t ldo, const float *x,
+							    const pm_weight *w, int n, int m0, int m1)
+{
+	MMF(mm_)(PM_TYPE_BF16, out, ldo, x, w, n, m0, m1);
+}
+
+#undef MMF_INLINE
+#undef MMF
+#undef MMF_CAT
+#undef MMF_CAT_
