@@ -157,12 +157,19 @@ func RequestErrorType(r *RequestBody) string {
 
 func us(v int64) float64 { return float64(v) / 1e6 }
 
-// Add adds one finished request (validated) to t, which must have
-// [NewTotals]' shape: one observation per histogram the request reaches,
-// one per ITL gap, its tokens, its finish reason and its error type. It
-// allocates only at the first failure of each error type.
-func (t *TotalsBody) Add(r *RequestBody) {
-	o := &t.Ops[opIndex(r.Operation)]
+// Add adds one finished request to t, which must have [NewTotals]' shape:
+// one observation per histogram the request reaches, one per ITL gap, its
+// tokens, its finish reason and its error type. It allocates only at the
+// first failure of each error type. A request that would not pass
+// validation (its operation or finish reason outside their sets; a daemon
+// never makes one) is left out and Add returns false; an error type outside
+// its set counts as [ErrOther].
+func (t *TotalsBody) Add(r *RequestBody) bool {
+	op, f := indexIn(AttrOperation.Values, r.Operation), indexIn(FinishReasons, r.FinishReason)
+	if op < 0 || f < 0 {
+		return false
+	}
+	o := &t.Ops[op]
 	obs := func(h int, v float64) { o.Hists[h].Observe(requestHistBounds[h], v) }
 	if r.AdmittedUS >= 0 {
 		obs(HistQueue, us(r.AdmittedUS))
@@ -184,6 +191,9 @@ func (t *TotalsBody) Add(r *RequestBody) {
 		obs(HistRequestDuration, us(r.FinishUS))
 	} else {
 		e := indexIn(ErrorTypes, et)
+		if e < 0 {
+			e = indexIn(ErrorTypes, ErrOther)
+		}
 		o.DurationByError[e].Observe(requestHistBounds[HistRequestDuration], us(r.FinishUS))
 		o.Failed[e]++
 	}
@@ -193,7 +203,8 @@ func (t *TotalsBody) Add(r *RequestBody) {
 		obs(HistPromptLength, float64(r.PromptTokens))
 		obs(HistGenLength, float64(r.CompletionTokens))
 	}
-	o.Finished[indexIn(FinishReasons, r.FinishReason)]++
+	o.Finished[f]++
+	return true
 }
 
 // Requests returns the number of requests in t (all finish reasons).
@@ -209,13 +220,14 @@ func (t *TotalsBody) Requests() int64 {
 
 func opIndex(op string) int { return indexIn(AttrOperation.Values, op) }
 
+// indexIn returns the index of v in values, or -1.
 func indexIn(values []string, v string) int {
 	for i, x := range values {
 		if x == v {
 			return i
 		}
 	}
-	panic("BUG: schema: " + v + " passed validation but is not in its set")
+	return -1
 }
 
 // MaxCumulativeObservedSum bounds a cumulative histogram sum in a totals

@@ -100,9 +100,9 @@ func TestTotalsRestartMidStream(t *testing.T) {
 	oc := open(a)
 	defer oc.close()
 	var data bytes.Buffer
-	data.Write(s.hello()) // the daemon reconnects to the new sidecar
+	data.Write(s.hello())        // the daemon reconnects to the new sidecar
 	early := cloneTotals(daemon) // older totals, sent again below
-	gap := served(50) // lost in transit: a sequence gap
+	gap := served(50)            // lost in transit: a sequence gap
 	s.skip(uint64(len(gap)))
 	for _, r := range served(200) {
 		data.Write(s.request(r))
