@@ -31,7 +31,14 @@ func (t *target) applyRequest(b *boot, r *schema.RequestBody) error {
 	}
 	b.totals().Add(r)
 	t.tot.Add(r)
-	t.syncOp(op)
+	rs := &t.req[op]
+	rs.promptTokens.c.Set(uint64(o.PromptTokens))
+	rs.genTokens.c.Set(uint64(o.CompletionTokens))
+	f := indexOf(schema.FinishReasons, r.FinishReason)
+	rs.finished[f].c.Set(uint64(o.Finished[f]))
+	if et := schema.RequestErrorType(r); et != "" {
+		t.syncFailed(op, indexOf(schema.ErrorTypes, et))
+	}
 	return nil
 }
 
@@ -44,9 +51,8 @@ func (b *boot) totals() *schema.TotalsBody {
 	return b.tot
 }
 
-// syncOp sets the request counters of operation op from the target's
-// totals, and adds the request duration series of error types that failed
-// for the first time.
+// syncOp sets every request counter of operation op from the target's
+// totals (after a totals event; a request event sets the ones it touched).
 func (t *target) syncOp(op int) {
 	o, rs := &t.tot.Ops[op], &t.req[op]
 	rs.promptTokens.c.Set(uint64(o.PromptTokens))
@@ -54,11 +60,19 @@ func (t *target) syncOp(op int) {
 	for f, n := range o.Finished {
 		rs.finished[f].c.Set(uint64(n))
 	}
-	for e, n := range o.Failed {
-		rs.failed[e].c.Set(uint64(n))
-		if rs.durationErr[e] == nil && o.DurationByError[e].Counts != nil {
-			rs.durationErr[e] = t.cumHist(schema.IDRequestDuration, &o.DurationByError[e],
-				label{schema.AttrOperation, schema.AttrOperation.Values[op]}, label{schema.AttrErrorType, schema.ErrorTypes[e]})
-		}
+	for e := range o.Failed {
+		t.syncFailed(op, e)
+	}
+}
+
+// syncFailed sets requests_failed of (op, error type e) from the target's
+// totals, and adds the series of the request duration of that error type at
+// its first failure.
+func (t *target) syncFailed(op, e int) {
+	o, rs := &t.tot.Ops[op], &t.req[op]
+	rs.failed[e].c.Set(uint64(o.Failed[e]))
+	if rs.durationErr[e] == nil && o.DurationByError[e].Counts != nil {
+		rs.durationErr[e] = t.cumHist(schema.IDRequestDuration, &o.DurationByError[e],
+			label{schema.AttrOperation, schema.AttrOperation.Values[op]}, label{schema.AttrErrorType, schema.ErrorTypes[e]})
 	}
 }
