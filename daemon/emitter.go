@@ -78,10 +78,12 @@ type Emitter struct {
 	lost         atomic.Int64
 
 	// totMu guards tot: the requests numbered (by the writer) or dropped
-	// (by producers) so far.
+	// (by producers) so far. It is held for one Add or one copy into totEv,
+	// never while encoding, so a producer that drops waits a microsecond at
+	// most.
 	totMu sync.Mutex
 	tot   schema.TotalsBody
-	totEv schema.Totals // writer-owned: the header of the totals sent
+	totEv schema.Totals // writer-owned: the totals being sent, a copy of tot
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -110,6 +112,7 @@ func NewEmitter(cfg MetricsConfig, boot string, hello schema.HelloBody, log *slo
 		cfg: cfg, boot: boot, hello: hello, log: log, wall: wall,
 		q:       make(chan any, cfg.Queue),
 		tot:     schema.NewTotals(),
+		totEv:   schema.Totals{TotalsBody: schema.NewTotals()},
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -145,19 +148,29 @@ func (e *Emitter) Totals() schema.TotalsBody {
 
 func cloneTotals(t *schema.TotalsBody) schema.TotalsBody {
 	out := schema.NewTotals()
-	for op := range t.Ops {
-		src, dst := &t.Ops[op], &out.Ops[op]
-		dst.PromptTokens, dst.CompletionTokens = src.PromptTokens, src.CompletionTokens
-		copy(dst.Finished, src.Finished)
-		copy(dst.Failed, src.Failed)
-		for h := range src.Hists {
-			dst.Hists[h] = schema.Hist{Counts: append([]uint64(nil), src.Hists[h].Counts...), Sum: src.Hists[h].Sum}
-		}
-		for e := range src.DurationByError {
-			dst.DurationByError[e] = schema.Hist{Counts: append([]uint64(nil), src.DurationByError[e].Counts...), Sum: src.DurationByError[e].Sum}
+	copyTotals(&out, t)
+	return out
+}
+
+// copyTotals makes dst (of NewTotals' shape) equal to src, reusing dst's
+// storage: it allocates only for an error type's first failure.
+func copyTotals(dst, src *schema.TotalsBody) {
+	for op := range src.Ops {
+		s, d := &src.Ops[op], &dst.Ops[op]
+		d.PromptTokens, d.CompletionTokens = s.PromptTokens, s.CompletionTokens
+		copy(d.Finished, s.Finished)
+		copy(d.Failed, s.Failed)
+		for _, hs := range [2][2][]schema.Hist{{d.Hists, s.Hists}, {d.DurationByError, s.DurationByError}} {
+			for h := range hs[1] {
+				if hs[1][h].Counts == nil {
+					hs[0][h] = schema.Hist{}
+					continue
+				}
+				hs[0][h].Counts = append(hs[0][h].Counts[:0], hs[1][h].Counts...)
+				hs[0][h].Sum = hs[1][h].Sum
+			}
 		}
 	}
-	return out
 }
 
 // appendTotals numbers a totals event and appends it to e.buf. Writer only.
@@ -165,11 +178,10 @@ func (e *Emitter) appendTotals() error {
 	e.header(&e.totEv.Header, schema.KindTotals)
 	e.totEv.Seq = e.seq + 1
 	e.totMu.Lock()
-	e.totEv.TotalsBody = e.tot
+	copyTotals(&e.totEv.TotalsBody, &e.tot)
+	e.totMu.Unlock()
 	var err error
 	e.buf, err = schema.Append(e.buf, &e.totEv)
-	e.totMu.Unlock()
-	e.totEv.TotalsBody = schema.TotalsBody{}
 	if err != nil {
 		return fmt.Errorf("BUG: encode totals: %w", err)
 	}
