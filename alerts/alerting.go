@@ -124,6 +124,19 @@ func alertingGroups(t Thresholds) []Group {
 				" over the last 5m; the %[3]s threshold is %[1]s for %[2]s.",
 		},
 		{
+			// Request counts survive a drop (the daemon's totals events
+			// bring them back, picometer_sidecar_events_recovered_total
+			// counts them); what a dropped engine snapshot carried (its
+			// step records) does not, and drops mean the sidecar is away
+			// or too slow.
+			name: "PicometerDaemonDroppingEvents", levels: tiers(t.EventsLostRatio),
+			expr: above(RecordEventsDroppedRatio), threshold: percent,
+			summary: "Daemons drop metric events (over %[1]s of them).",
+			description: "Daemons writing to sidecar " + inst + " dropped {{ $value | humanizePercentage }} of their events" +
+				" (queue full or a failed write) over the last 5m; request counts are recovered from their totals," +
+				" engine step records are lost; the %[3]s threshold is %[1]s for %[2]s.",
+		},
+		{
 			name: "PicometerSidecarDecodeErrors", levels: tiers(t.DecodeErrorRatio),
 			expr: above(RecordDecodeErrorRatio), threshold: percent,
 			summary: "The sidecar rejects socket lines (over %[1]s of them).",

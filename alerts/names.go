@@ -90,6 +90,10 @@ var (
 	RecordWaitingPerSlot = "instance_model:" + Series(schema.IDRequestsWaiting, "") + "_per_slot:ratio"
 	// RecordEventsLostRatio is lost / (lost + applied) events per sidecar.
 	RecordEventsLostRatio = "instance:" + trimTotal(Series(schema.IDSidecarEventsLost, "")) + ":ratio_rate5m"
+	// RecordEventsDroppedRatio is the events daemons dropped (their queue
+	// was full, or a write to the sidecar failed) / (those + applied
+	// events) per sidecar.
+	RecordEventsDroppedRatio = "instance:" + trimTotal(Series(schema.IDDaemonEventsDropped, "")) + ":ratio_rate5m"
 	// RecordDecodeErrorRatio is rejected lines / (rejected + applied events)
 	// per sidecar.
 	RecordDecodeErrorRatio = "instance:" + trimTotal(Series(schema.IDSidecarDecodeErrors, "")) + ":ratio_rate5m"

@@ -78,6 +78,8 @@ func recordingGroups(t Thresholds) []Group {
 	}
 	sidecar := []Rule{
 		{Record: RecordEventsLostRatio, Expr: lossRatio(Series(schema.IDSidecarEventsLost, ""))},
+		{Record: RecordEventsDroppedRatio, Expr: lossRatio(fmt.Sprintf(`%s{%s=~"%s|%s"}`,
+			Series(schema.IDDaemonEventsDropped, ""), LabelReason, schema.DropQueueFull, schema.DropWriteFail))},
 		{Record: RecordDecodeErrorRatio, Expr: lossRatio(Series(schema.IDSidecarDecodeErrors, ""))},
 	}
 

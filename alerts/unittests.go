@@ -150,6 +150,9 @@ func UnitTests() []UnitTest {
 		return counter(schema.IDSidecarEvents, perMin, testTarget, []KV{{LabelKind, schema.KindRequest}})
 	}
 	lost := func(perMin float64) InputSeries { return counter(schema.IDSidecarEventsLost, perMin, tm) }
+	dropped := func(reason string, perMin float64) InputSeries {
+		return counter(schema.IDDaemonEventsDropped, perMin, tm, []KV{{LabelReason, reason}})
+	}
 	rejected := func(perMin float64) InputSeries {
 		return counter(schema.IDSidecarDecodeErrors, perMin, testTarget, []KV{{LabelReason, schema.ReasonMalformed}})
 	}
@@ -193,6 +196,15 @@ func UnitTests() []UnitTest {
 			Fires:  []string{w}, Labels: testTarget, Value: "0.9901%"},
 		{Name: "60 lost in 660 fires warning and critical", Alert: "PicometerSidecarLosingEvents", Eval: 20 * m,
 			Series: []InputSeries{events(600), lost(60)},
+			Fires:  both, Labels: testTarget, Value: "9.091%"},
+
+		{Name: "no dropped events stays quiet", Alert: "PicometerDaemonDroppingEvents", Eval: 20 * m,
+			Series: []InputSeries{events(600), dropped(schema.DropQueueFull, 0), dropped(schema.DropStepRing, 60)}},
+		{Name: "6 dropped by a full queue in 606 fires warning", Alert: "PicometerDaemonDroppingEvents", Eval: 20 * m,
+			Series: []InputSeries{events(600), dropped(schema.DropQueueFull, 6), dropped(schema.DropWriteFail, 0)},
+			Fires:  []string{w}, Labels: testTarget, Value: "0.9901%"},
+		{Name: "60 lost in failed writes in 660 fires warning and critical", Alert: "PicometerDaemonDroppingEvents", Eval: 20 * m,
+			Series: []InputSeries{events(600), dropped(schema.DropWriteFail, 60)},
 			Fires:  both, Labels: testTarget, Value: "9.091%"},
 
 		{Name: "no rejected lines stays quiet", Alert: "PicometerSidecarDecodeErrors", Eval: 20 * m,

@@ -141,13 +141,31 @@
 // something is wrong; fasthttp's per-connection errors (a malformed
 // request, a body over the limit) are debug records. A failure logged is
 // counted too: a failed request in its request event, a lost event as a
-// sequence gap or in events_dropped. Only the log reports fasthttp's
+// sequence gap, in events_dropped or in events_write_failed (and its
+// request counts come back with the next totals event). Only the log reports fasthttp's
 // server-wide warnings (accept errors, the connection limit) and the
 // events still queued when the final flush times out at shutdown.
 //
 // # Metrics events and shutdown
 //
-// See [Emitter]. The emitter connects only to a socket file owned by the
+// See [Emitter]. Delivery loses no request count (issue 13): the emitter
+// keeps the boot's cumulative request totals (schema.TotalsBody: token
+// counters, requests by finish reason and error type, every request
+// histogram bucketed with schema's bounds) and sends them in a totals event
+// after every hello and right after every engine snapshot. A totals event
+// holds exactly the requests numbered before it and every request dropped
+// so far, so a sidecar that crashed, hung, restarted or missed events
+// exports this daemon's own numbers again after the next snapshot, without
+// counting any request twice. Acknowledged delivery with a replay buffer was
+// the alternative and was not taken: an acknowledgement cannot bring back
+// what a killed sidecar had aggregated and nobody had scraped. A request
+// costs the emitter one schema.TotalsBody.Add in its writer goroutine (no
+// allocation); a totals event is about 3 KB of JSON per snapshot interval.
+// What stays lost is counted: events dropped at the queue (events_dropped),
+// events in a batch whose write failed (events_write_failed, both in the
+// next engine snapshot), and, for a dropped snapshot, its step records.
+//
+// The emitter connects only to a socket file owned by the
 // daemon's own uid, or by a uid or gid in metrics.trusted_uids /
 // metrics.trusted_gids (socket_owner.go): a socket another local user made
 // first at that path (a squatter's) gets no events; the daemon logs why and

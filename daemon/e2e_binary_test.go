@@ -148,8 +148,9 @@ func TestE2EBinary(t *testing.T) {
 	}
 	evs := sink.events()
 	evs = checkConnection(t, lines[0], evs[0].Boot)
-	if last := evs[len(evs)-1]; last.Kind != schema.KindEngine || last.RequestsFinished != 2 {
-		t.Errorf("last event %+v, want the final snapshot", last)
+	// The engine finished 2; the totals hold every request event: the 400 too.
+	if last, tot := finalSnapshot(t, evs); last.RequestsFinished != 2 || tot.Requests() != 3 {
+		t.Errorf("last snapshot %+v and totals of %d requests, want 2 finished and 3 in the totals", last.EngineBody, tot.Requests())
 	}
 	h := evs[0]
 	if h.Model != "picometer-tiny" || h.Config.BMax != 4 || h.Config.ContextLength != 256 || h.PID != cmd.Process.Pid {

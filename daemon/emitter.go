@@ -43,10 +43,22 @@ const maxBatchBytes = 64 << 10
 // full, drop it and count it ([Emitter.Dropped], reported as
 // events_dropped in the next engine snapshot).
 //
-// On every connection the writer first sends a hello; sequence numbers
-// start at 1 and continue across reconnections. Each sequence number is
-// written once: when a write fails, the events of that batch are lost and
-// the sidecar sees the gap. Writes have a deadline, so a stalled sidecar
+// On every connection the writer first sends a hello, then the boot's
+// request totals (schema.Totals); sequence numbers start at 1 and continue
+// across reconnections. Each sequence number is written once: when a write
+// fails, the events of that batch are lost and the sidecar sees the gap
+// (and the emitter counts them, as events_write_failed in the next engine
+// snapshot).
+//
+// The totals are what makes the delivery loss-free for the request series:
+// they hold every request the emitter was given, in the form the sidecar
+// exports (schema.TotalsBody.Add), and are sent after every hello and right
+// after every engine snapshot. A totals event with seq s holds exactly the
+// requests numbered below s and every request dropped so far (a dropped
+// request never gets a number), so the sidecar, which raises its copy of
+// the boot's totals to the daemon's and adds the requests after s, counts
+// every request once: none twice, and none lost for longer than one
+// snapshot interval, whatever happened to the events in between. Writes have a deadline, so a stalled sidecar
 // is disconnected instead of blocking the writer; reconnection backs off
 // exponentially between BackoffMin and BackoffMax. With no sidecar, events
 // wait in the queue up to its bound.
@@ -64,6 +76,14 @@ type Emitter struct {
 	queuedGaps   atomic.Int64
 	connects     atomic.Int64
 	lost         atomic.Int64
+
+	// totMu guards tot: the requests numbered (by the writer) or dropped
+	// (by producers) so far. It is held for one Add or one copy into totEv,
+	// never while encoding, so a producer that drops waits a microsecond at
+	// most.
+	totMu sync.Mutex
+	tot   schema.TotalsBody
+	totEv schema.Totals // writer-owned: the totals being sent, a copy of tot
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -91,6 +111,8 @@ func NewEmitter(cfg MetricsConfig, boot string, hello schema.HelloBody, log *slo
 	e := &Emitter{
 		cfg: cfg, boot: boot, hello: hello, log: log, wall: wall,
 		q:       make(chan any, cfg.Queue),
+		tot:     schema.NewTotals(),
+		totEv:   schema.Totals{TotalsBody: schema.NewTotals()},
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -104,9 +126,67 @@ func (e *Emitter) Request(ev *schema.Request) {
 	if n := int64(len(ev.ITLUS)); n > 0 && e.queuedGaps.Add(n) > maxQueuedGaps {
 		e.queuedGaps.Add(-n)
 		e.dropped.Add(1)
+		e.total(&ev.RequestBody)
 		return
 	}
 	e.enqueue(ev)
+}
+
+// total adds a request to the totals: when it is numbered, or dropped.
+func (e *Emitter) total(r *schema.RequestBody) {
+	e.totMu.Lock()
+	e.tot.Add(r)
+	e.totMu.Unlock()
+}
+
+// Totals returns a copy of the request totals (for tests).
+func (e *Emitter) Totals() schema.TotalsBody {
+	e.totMu.Lock()
+	defer e.totMu.Unlock()
+	return cloneTotals(&e.tot)
+}
+
+func cloneTotals(t *schema.TotalsBody) schema.TotalsBody {
+	out := schema.NewTotals()
+	copyTotals(&out, t)
+	return out
+}
+
+// copyTotals makes dst (of NewTotals' shape) equal to src, reusing dst's
+// storage: it allocates only for an error type's first failure.
+func copyTotals(dst, src *schema.TotalsBody) {
+	for op := range src.Ops {
+		s, d := &src.Ops[op], &dst.Ops[op]
+		d.PromptTokens, d.CompletionTokens = s.PromptTokens, s.CompletionTokens
+		copy(d.Finished, s.Finished)
+		copy(d.Failed, s.Failed)
+		for _, hs := range [2][2][]schema.Hist{{d.Hists, s.Hists}, {d.DurationByError, s.DurationByError}} {
+			for h := range hs[1] {
+				if hs[1][h].Counts == nil {
+					hs[0][h] = schema.Hist{}
+					continue
+				}
+				hs[0][h].Counts = append(hs[0][h].Counts[:0], hs[1][h].Counts...)
+				hs[0][h].Sum = hs[1][h].Sum
+			}
+		}
+	}
+}
+
+// appendTotals numbers a totals event and appends it to e.buf. Writer only.
+func (e *Emitter) appendTotals() error {
+	e.header(&e.totEv.Header, schema.KindTotals)
+	e.totEv.Seq = e.seq + 1
+	e.totMu.Lock()
+	copyTotals(&e.totEv.TotalsBody, &e.tot)
+	e.totMu.Unlock()
+	var err error
+	e.buf, err = schema.Append(e.buf, &e.totEv)
+	if err != nil {
+		return fmt.Errorf("BUG: encode totals: %w", err)
+	}
+	e.seq++
+	return nil
 }
 
 // Engine queues an engine snapshot (it fills the header).
@@ -130,6 +210,9 @@ func (e *Emitter) enqueue(ev any) {
 	default:
 		e.dropped.Add(1)
 		e.dequeued(ev)
+		if r, ok := ev.(*schema.Request); ok {
+			e.total(&r.RequestBody)
+		}
 	}
 }
 
@@ -269,6 +352,10 @@ func (e *Emitter) connect() error {
 		conn.Close()
 		return fmt.Errorf("BUG: encode hello: %w", err)
 	}
+	if err := e.appendTotals(); err != nil {
+		conn.Close()
+		return err
+	}
 	if err := e.write(conn); err != nil {
 		conn.Close()
 		return err
@@ -313,8 +400,10 @@ func (e *Emitter) writeBatch(ev any) {
 		case *schema.Request:
 			v.Seq = e.seq + 1
 			e.buf, err = schema.Append(e.buf, v)
+			e.total(&v.RequestBody) // numbered: in every totals from here on
 		case *schema.Engine:
 			v.Seq = e.seq + 1
+			v.EventsWriteFailed = e.lost.Load()
 			e.buf, err = schema.Append(e.buf, v)
 		}
 		e.dequeued(ev)
@@ -327,6 +416,13 @@ func (e *Emitter) writeBatch(ev any) {
 		} else {
 			e.seq++
 			n++
+			if _, ok := ev.(*schema.Engine); ok {
+				if err := e.appendTotals(); err != nil {
+					e.log.Error(err.Error())
+				} else {
+					n++
+				}
+			}
 		}
 		if len(e.buf) >= maxBatchBytes {
 			break

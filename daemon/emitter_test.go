@@ -73,9 +73,14 @@ func TestEmitterEvents(t *testing.T) {
 	if !slices.Equal(got, ids) || kinds[schema.KindRequest] != 11 || kinds[schema.KindEngine] < 2 {
 		t.Errorf("kinds %v, request ids %v want %v", kinds, got, ids)
 	}
-	last := evs[len(evs)-1]
-	if last.RequestsFinished != 10 || last.Running != 0 || last.EventsDropped != 0 {
+	last, tot := finalSnapshot(t, evs)
+	if last.RequestsFinished != 10 || last.Running != 0 || last.EventsDropped != 0 || last.EventsWriteFailed != 0 {
 		t.Errorf("final snapshot %+v", last.EngineBody)
+	}
+	// The totals hold every request event (10 served, 1 refused), as the
+	// sidecar would count them.
+	if got := tot.Requests(); got != 11 || kinds[schema.KindTotals] < 3 { // after the hello and each snapshot
+		t.Errorf("final totals of %d requests (want 11); kinds %v", got, kinds)
 	}
 }
 
@@ -322,13 +327,14 @@ func TestEmitterBackoffCapped(t *testing.T) {
 	sink := listenSink(t, cfg.Socket)
 	waitFor(t, 5*time.Second, "the hello and the queued event", func() bool {
 		c := sink.lines()
-		return len(c) == 1 && len(c[0]) == 2
+		return len(c) == 1 && len(c[0]) == 3
 	})
 	if d := time.Since(start); d > 200*time.Millisecond {
 		t.Errorf("connected %s after the sidecar came back; the backoff is capped at %s", d, cfg.BackoffMax)
 	}
 	evs := checkConnection(t, sink.lines()[0], "b00t")
-	if evs[0].Seq != 1 || evs[1].Seq != 2 || evs[1].ID != "x" {
+	// The hello, the totals (empty: the queued request has no number yet), the request.
+	if evs[0].Seq != 1 || evs[1].Kind != schema.KindTotals || evs[1].Requests() != 0 || evs[2].Seq != 3 || evs[2].ID != "x" {
 		t.Errorf("events %+v", evs)
 	}
 }

@@ -74,19 +74,40 @@ func TestShutdownGrace(t *testing.T) {
 func noPeriodicSnapshots(c *Config) { c.Metrics.SnapshotInterval = time.Hour }
 
 // checkFinalSnapshot checks that the only engine snapshot is the last
-// event and counts finished requests.
+// event but the totals that follow it, counts finished requests, and that
+// the totals hold every request event (aborted ones too).
 func checkFinalSnapshot(t *testing.T, evs []schema.Event, finished int64) {
 	t.Helper()
-	n := 0
+	n, requests := 0, int64(0)
 	for _, ev := range evs {
-		if ev.Kind == schema.KindEngine {
+		switch ev.Kind {
+		case schema.KindEngine:
 			n++
+		case schema.KindRequest:
+			requests++
 		}
 	}
-	last := evs[len(evs)-1]
-	if n != 1 || last.Kind != schema.KindEngine || last.RequestsFinished != finished || last.Running != 0 || last.Waiting != 0 {
-		t.Errorf("%d snapshots; last event %s %+v, want the final snapshot with %d requests finished", n, last.Kind, last.EngineBody, finished)
+	last, tot := finalSnapshot(t, evs)
+	if n != 1 || last.RequestsFinished != finished || last.Running != 0 || last.Waiting != 0 {
+		t.Errorf("%d snapshots; last snapshot %+v, want the final snapshot with %d requests finished", n, last.EngineBody, finished)
 	}
+	if got := tot.Requests(); got != requests {
+		t.Errorf("the final totals hold %d requests, want %d (the request events)", got, requests)
+	}
+}
+
+// finalSnapshot returns the last two events, which must be an engine
+// snapshot and the totals the emitter sends right after it.
+func finalSnapshot(t *testing.T, evs []schema.Event) (*schema.Event, *schema.Event) {
+	t.Helper()
+	if len(evs) < 2 || evs[len(evs)-2].Kind != schema.KindEngine || evs[len(evs)-1].Kind != schema.KindTotals {
+		kinds := []string{}
+		for _, ev := range evs {
+			kinds = append(kinds, ev.Kind)
+		}
+		t.Fatalf("events of kinds %v, want a snapshot and totals last", kinds)
+	}
+	return &evs[len(evs)-2], &evs[len(evs)-1]
 }
 
 // TestShutdownAborts: requests still running when the grace period ends

@@ -230,9 +230,12 @@ func Overview() *Dashboard {
 	b.add(4, 6, age)
 	b.add(6, 6, timeseries("Events lost", unitEvPerSec,
 		"Events lost per second: gaps in daemon sequence numbers seen by the sidecar, and events the daemon "+
-			"dropped itself instead of blocking, by reason. "+help(schema.IDSidecarEventsLost),
+			"dropped itself instead of blocking, by reason (the PicometerSidecarLosingEvents and PicometerDaemonDroppingEvents alerts watch them); "+
+			"and request events whose counts the sidecar recovered from the daemon's cumulative totals. "+
+			help(schema.IDSidecarEventsLost)+" "+help(schema.IDSidecarEventsRecovered),
 		target(rate(sel(alerts.Series(schema.IDSidecarEventsLost, "")), lInstance), "lost in transit {{instance}}"),
-		target(rate(sel(alerts.Series(schema.IDDaemonEventsDropped, "")), alerts.LabelReason, lInstance), "dropped by daemon ({{reason}}) {{instance}}")))
+		target(rate(sel(alerts.Series(schema.IDDaemonEventsDropped, "")), alerts.LabelReason, lInstance), "dropped by daemon ({{reason}}) {{instance}}"),
+		target(rate(sel(alerts.Series(schema.IDSidecarEventsRecovered, "")), lInstance), "recovered from totals {{instance}}")))
 	b.add(6, 6, timeseries("Decode errors by reason", unitLinesPerS,
 		"Socket lines the sidecar rejected per second, by reason. "+help(schema.IDSidecarDecodeErrors),
 		target(rate(selInstance(alerts.Series(schema.IDSidecarDecodeErrors, "")), alerts.LabelReason), "{{reason}}")))

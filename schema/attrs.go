@@ -70,7 +70,7 @@ const (
 const (
 	ReasonMalformed          = "malformed_json"       // not JSON, or a field of the wrong type
 	ReasonUnsupportedVersion = "unsupported_version"  // v is not a version this build reads (closes the connection)
-	ReasonUnknownKind        = "unknown_kind"         // kind is not hello, request or engine
+	ReasonUnknownKind        = "unknown_kind"         // kind is not hello, request, engine or totals
 	ReasonInvalidField       = "invalid_field"        // a field is missing or out of range
 	ReasonLineTooLong        = "line_too_long"        // a line exceeded the limit (closes the connection)
 	ReasonNoHello            = "no_hello"             // an event arrived before the connection's hello
@@ -110,8 +110,9 @@ func DefaultSocketPath(getenv func(string) string, euid int) string {
 
 // Daemon-side drop reasons (the reason attribute of dropped events).
 const (
-	DropQueueFull = "queue_full" // the emitter's bounded queue was full
-	DropStepRing  = "step_ring"  // the engine's step-record ring overflowed between snapshots
+	DropQueueFull = "queue_full"   // the emitter's bounded queue was full
+	DropStepRing  = "step_ring"    // the engine's step-record ring overflowed between snapshots
+	DropWriteFail = "write_failed" // written in a batch whose socket write failed (the sidecar went away)
 )
 
 // MaxSpecK is the largest speculative draft length; positions are 0..MaxSpecK-1.
@@ -140,11 +141,11 @@ var (
 		Doc: "requests in the step's batch"}
 	AttrPosition = &Attr{Key: "position", Values: numbers(0, MaxSpecK-1),
 		Doc: "index of the draft token within a speculative draft"}
-	AttrEventKind = &Attr{Key: "kind", Values: []string{KindHello, KindRequest, KindEngine},
+	AttrEventKind = &Attr{Key: "kind", Values: []string{KindHello, KindRequest, KindEngine, KindTotals},
 		Doc: "event kind"}
 	AttrDecodeReason = &Attr{Key: "reason", Values: DecodeReasons,
 		Doc: "why a line was rejected"}
-	AttrDropReason = &Attr{Key: "reason", Values: []string{DropQueueFull, DropStepRing},
+	AttrDropReason = &Attr{Key: "reason", Values: []string{DropQueueFull, DropStepRing, DropWriteFail},
 		Doc: "where the daemon dropped events"}
 
 	// Info attributes: the engine's configuration, as decimal numbers.

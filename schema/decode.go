@@ -47,7 +47,7 @@ func ReasonOf(err error) string {
 //
 //   - malformed_json: not a JSON object, or a field of the wrong type;
 //   - unsupported_version: v is not [Version] (the message names it);
-//   - unknown_kind: kind is not hello, request or engine (the message names it);
+//   - unknown_kind: kind is not hello, request, engine or totals (the message names it);
 //   - invalid_field: a field is missing or out of range (the message names it).
 //
 // Decode never panics, whatever the bytes.
@@ -62,7 +62,7 @@ func Decode(line []byte, ev *Event) error {
 func (ev *Event) reset() {
 	itl, steps := ev.ITLUS[:0], ev.Steps[:0]
 	dec, dra, ver := ev.DecodeTimeByBatchSize[:0], ev.DraftTimeByBatchSize[:0], ev.VerifyTimeByBatchSize[:0]
-	*ev = Event{}
+	*ev = Event{} // a totals event's storage is not reused: decoding into it would keep fields a line lacks
 	ev.ITLUS, ev.Steps = itl, steps
 	ev.DecodeTimeByBatchSize, ev.DraftTimeByBatchSize, ev.VerifyTimeByBatchSize = dec, dra, ver
 }
@@ -77,7 +77,7 @@ func (ev *Event) Validate() error {
 		return decodeErr(ReasonUnsupportedVersion, "unsupported event version %d; this build reads version %d", h.V, Version)
 	}
 	switch h.Kind {
-	case KindHello, KindRequest, KindEngine:
+	case KindHello, KindRequest, KindEngine, KindTotals:
 	case "":
 		return decodeErr(ReasonInvalidField, "kind: missing")
 	default:
@@ -94,6 +94,8 @@ func (ev *Event) Validate() error {
 		return ev.HelloBody.validate()
 	case KindRequest:
 		return ev.RequestBody.validate()
+	case KindTotals:
+		return ev.TotalsBody.validate()
 	default:
 		return ev.EngineBody.validate()
 	}
@@ -227,7 +229,7 @@ func (b *EngineBody) validate() error {
 		{"prefill_tokens_sum", b.PrefillTokensSum}, {"decode_tokens_sum", b.DecodeTokensSum},
 		{"jump_forward_tokens_sum", b.JumpForwardTokensSum},
 		{"preemptions", b.Preemptions}, {"requests_finished", b.RequestsFinished},
-		{"events_dropped", b.EventsDropped}, {"steps_dropped", b.StepsDropped}} {
+		{"events_dropped", b.EventsDropped}, {"events_write_failed", b.EventsWriteFailed}, {"steps_dropped", b.StepsDropped}} {
 		if t.v < 0 || t.v > MaxCumulative {
 			return invalid("%s: %d not in 0..%d", t.name, t.v, int64(MaxCumulative))
 		}
@@ -274,11 +276,11 @@ func (b *EngineBody) validate() error {
 	return nil
 }
 
-// Append appends ev (a *Hello, *Request or *Engine) as one NDJSON line,
-// newline included, to dst.
+// Append appends ev (a *Hello, *Request, *Engine or *Totals) as one NDJSON
+// line, newline included, to dst.
 func Append(dst []byte, ev any) ([]byte, error) {
 	switch ev.(type) {
-	case *Hello, *Request, *Engine:
+	case *Hello, *Request, *Engine, *Totals:
 	default:
 		return dst, fmt.Errorf("schema: cannot encode %T as an event", ev)
 	}

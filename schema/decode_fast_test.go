@@ -294,6 +294,8 @@ func FuzzDecoderRoundTrip(f *testing.F) {
 			again = &Request{Header: ev.Header, RequestBody: ev.RequestBody}
 		case KindEngine:
 			again = &Engine{Header: ev.Header, EngineBody: ev.EngineBody}
+		case KindTotals:
+			again = &Totals{Header: ev.Header, TotalsBody: ev.TotalsBody}
 		default:
 			t.Fatalf("accepted kind %q", ev.Kind)
 		}

@@ -9,7 +9,9 @@
 // series whether Prometheus scraped the sidecar or the data arrived over OTLP.
 //
 // The package also owns the wire: the NDJSON events that the daemon writes
-// to the sidecar's socket ([Hello], [Request], [Engine]), their writer
+// to the sidecar's socket ([Hello], [Request], [Engine], [Totals]: a boot's
+// cumulative request totals, bucketed by [BucketIndex] and added to by
+// [TotalsBody.Add], the one rule both the daemon and the sidecar use), their writer
 // ([Append]), their reader ([Decoder], with a fast path for request lines
 // in Append's form, beside Append because it depends on its key order; and
 // [Decode], the reference), and all their validation ([Event.Validate]).

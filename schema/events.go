@@ -8,7 +8,7 @@ const Version = 1
 type Header struct {
 	// V is the wire version ([Version]).
 	V int `json:"v"`
-	// Kind is "hello", "request" or "engine".
+	// Kind is "hello", "request", "engine" or "totals".
 	Kind string `json:"kind"`
 	// Boot identifies one run of the daemon (random, fixed for its lifetime).
 	// Counters in engine snapshots are cumulative per boot.
@@ -116,8 +116,9 @@ type EngineBody struct {
 	EngineVerifyTimeSum float64 `json:"engine_verify_time_sum"`
 	Preemptions         int64   `json:"preemptions"`
 	RequestsFinished    int64   `json:"requests_finished"`
-	EventsDropped       int64   `json:"events_dropped"` // emitter queue overflow
-	StepsDropped        int64   `json:"steps_dropped"`  // step records not carried
+	EventsDropped       int64   `json:"events_dropped"`      // emitter queue overflow
+	EventsWriteFailed   int64   `json:"events_write_failed"` // written in a batch whose write failed
+	StepsDropped        int64   `json:"steps_dropped"`       // step records not carried
 
 	// Live gauges at the time of the snapshot.
 	Running       int     `json:"running"`
@@ -145,6 +146,7 @@ type Event struct {
 	HelloBody
 	RequestBody
 	EngineBody
+	TotalsBody
 }
 
 // MLCRequestMetrics is MLC-LLM's RequestMetrics JSON, key for key. Note that

@@ -59,7 +59,12 @@ func exampleEvents() map[string]any {
 			{Phase: PhaseVerify, BatchSize: 2, Tokens: 8, DurationUS: 5200},
 		},
 	}}
+	totals := &Totals{Header: hdr(KindTotals, 6), TotalsBody: NewTotals()}
+	for _, r := range []*Request{ok, abort, failed} {
+		totals.Add(&r.RequestBody)
+	}
 	return map[string]any{
+		"totals.ndjson": totals,
 		"hello.ndjson": &Hello{Header: hdr(KindHello, 1), HelloBody: HelloBody{
 			PID: 4242, Model: "picometer-tiny", Engine: "picometer", Daemon: "0.1.0",
 			Config: EngineConfig{BMax: 8, ContextLength: 256, BlockSize: 16, KVBlocks: 128, SpecK: 4, PrefillChunk: 64},
@@ -104,6 +109,8 @@ func TestGoldenEvents(t *testing.T) {
 				again = &Request{e.Header, e.RequestBody}
 			case KindEngine:
 				again = &Engine{e.Header, e.EngineBody}
+			case KindTotals:
+				again = &Totals{e.Header, e.TotalsBody}
 			}
 			if !reflect.DeepEqual(again, ev) {
 				t.Fatalf("round trip changed the event:\n got %+v\nwant %+v", again, ev)
@@ -182,7 +189,7 @@ func sorted(s []string) []string {
 // be disjoint, or encoding/json rules would silently drop the clashing ones.
 func TestEventBodyKeysDisjoint(t *testing.T) {
 	seen := map[string]string{}
-	for _, typ := range []reflect.Type{reflect.TypeOf(Header{}), reflect.TypeOf(HelloBody{}), reflect.TypeOf(RequestBody{}), reflect.TypeOf(EngineBody{})} {
+	for _, typ := range []reflect.Type{reflect.TypeOf(Header{}), reflect.TypeOf(HelloBody{}), reflect.TypeOf(RequestBody{}), reflect.TypeOf(EngineBody{}), reflect.TypeOf(TotalsBody{})} {
 		for i := 0; i < typ.NumField(); i++ {
 			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 			if prev, dup := seen[key]; dup {
@@ -357,6 +364,8 @@ func FuzzDecode(f *testing.F) {
 			enc = &Hello{ev.Header, ev.HelloBody}
 		case KindRequest:
 			enc = &Request{ev.Header, ev.RequestBody}
+		case KindTotals:
+			enc = &Totals{ev.Header, ev.TotalsBody}
 		default:
 			enc = &Engine{ev.Header, ev.EngineBody}
 		}

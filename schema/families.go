@@ -5,41 +5,42 @@ package schema
 
 // Family IDs. Code refers to families by these constants through [Lookup].
 const (
-	IDTTFT                 = "ttft"
-	IDTimePerOutputToken   = "time_per_output_token"
-	IDRequestDuration      = "request_duration"
-	IDInterTokenLatency    = "inter_token_latency"
-	IDQueueDuration        = "queue_duration"
-	IDPrefillDuration      = "prefill_duration"
-	IDDecodeDuration       = "decode_duration"
-	IDPromptTokens         = "prompt_tokens"
-	IDGenerationTokens     = "generation_tokens"
-	IDRequestPromptLength  = "request_prompt_length"
-	IDRequestGenLength     = "request_generation_length"
-	IDRequestsFinished     = "requests_finished"
-	IDRequestsFailed       = "requests_failed"
-	IDPreemptions          = "preemptions"
-	IDRequestsRunning      = "requests_running"
-	IDRequestsWaiting      = "requests_waiting"
-	IDKVCacheUsage         = "kv_cache_usage"
-	IDSlots                = "slots"
-	IDEngineInfo           = "engine_info"
-	IDStepDuration         = "step_duration"
-	IDStepTokens           = "step_tokens"
-	IDStepBatchSize        = "step_batch_size"
-	IDBatchTime            = "batch_time"
-	IDBatchSteps           = "batch_steps"
-	IDSpecDrafts           = "spec_drafts"
-	IDSpecDraftTokens      = "spec_draft_tokens"
-	IDSpecAcceptedTokens   = "spec_accepted_tokens"
-	IDDaemonEventsDropped  = "daemon_events_dropped"
-	IDSidecarEvents        = "sidecar_events"
-	IDSidecarDecodeErrors  = "sidecar_decode_errors"
-	IDSidecarEventsLost    = "sidecar_events_lost"
-	IDSidecarConnections   = "sidecar_connections"
-	IDSidecarLastEventAge  = "sidecar_last_event_age"
-	IDSidecarExportFailure = "sidecar_otlp_export_failures"
-	IDSidecarHeartbeat     = "sidecar_heartbeat"
+	IDTTFT                   = "ttft"
+	IDTimePerOutputToken     = "time_per_output_token"
+	IDRequestDuration        = "request_duration"
+	IDInterTokenLatency      = "inter_token_latency"
+	IDQueueDuration          = "queue_duration"
+	IDPrefillDuration        = "prefill_duration"
+	IDDecodeDuration         = "decode_duration"
+	IDPromptTokens           = "prompt_tokens"
+	IDGenerationTokens       = "generation_tokens"
+	IDRequestPromptLength    = "request_prompt_length"
+	IDRequestGenLength       = "request_generation_length"
+	IDRequestsFinished       = "requests_finished"
+	IDRequestsFailed         = "requests_failed"
+	IDPreemptions            = "preemptions"
+	IDRequestsRunning        = "requests_running"
+	IDRequestsWaiting        = "requests_waiting"
+	IDKVCacheUsage           = "kv_cache_usage"
+	IDSlots                  = "slots"
+	IDEngineInfo             = "engine_info"
+	IDStepDuration           = "step_duration"
+	IDStepTokens             = "step_tokens"
+	IDStepBatchSize          = "step_batch_size"
+	IDBatchTime              = "batch_time"
+	IDBatchSteps             = "batch_steps"
+	IDSpecDrafts             = "spec_drafts"
+	IDSpecDraftTokens        = "spec_draft_tokens"
+	IDSpecAcceptedTokens     = "spec_accepted_tokens"
+	IDDaemonEventsDropped    = "daemon_events_dropped"
+	IDSidecarEvents          = "sidecar_events"
+	IDSidecarDecodeErrors    = "sidecar_decode_errors"
+	IDSidecarEventsLost      = "sidecar_events_lost"
+	IDSidecarEventsRecovered = "sidecar_events_recovered"
+	IDSidecarConnections     = "sidecar_connections"
+	IDSidecarLastEventAge    = "sidecar_last_event_age"
+	IDSidecarExportFailure   = "sidecar_otlp_export_failures"
+	IDSidecarHeartbeat       = "sidecar_heartbeat"
 )
 
 // Families is the metric table: every family picometer exports, once.
@@ -244,6 +245,13 @@ var Families = []*Family{
 	{
 		ID: IDSidecarEventsLost, Name: "picometer.sidecar.events.lost", Unit: "{event}", Kind: KindCounter,
 		Help:   "Events missing from a daemon's sequence numbers (gaps), i.e. lost between the daemon and the sidecar.",
+		Attrs:  []*Attr{AttrModel, AttrEngine},
+		Source: SourceSidecar,
+	},
+	{
+		ID: IDSidecarEventsRecovered, Name: "picometer.sidecar.events.recovered", Unit: "{event}", Kind: KindCounter,
+		Help: "Request events the sidecar did not receive (lost in transit, dropped by the daemon, or sent to an earlier sidecar) " +
+			"whose counts it took from the daemon's cumulative totals instead.",
 		Attrs:  []*Attr{AttrModel, AttrEngine},
 		Source: SourceSidecar,
 	},

@@ -180,11 +180,20 @@ func (c *Conn) Apply(ev *schema.Event) error {
 		return err
 	}
 	t.lastEvent.Store(c.now)
-	if ev.Kind == schema.KindRequest {
-		if err := t.applyRequest(&ev.RequestBody); err != nil {
+	switch ev.Kind {
+	case schema.KindRequest:
+		if ev.Seq <= b.totalsSeq {
+			return &schema.DecodeError{Reason: schema.ReasonStaleSeq,
+				Msg: fmt.Sprintf("request seq %d of boot %q is already in its totals of seq %d", ev.Seq, b.id, b.totalsSeq)}
+		}
+		if err := t.applyRequest(b, &ev.RequestBody); err != nil {
 			return err
 		}
 		t.a.self.events[kindRequest].c.Inc()
+		return nil
+	case schema.KindTotals:
+		t.applyTotals(b, &ev.TotalsBody, ev.Seq)
+		t.a.self.events[kindTotals].c.Inc()
 		return nil
 	}
 	if err := t.applyEngine(b, &ev.EngineBody); err != nil {
@@ -199,6 +208,7 @@ const (
 	kindHello = iota
 	kindRequest
 	kindEngine
+	kindTotals
 )
 
 // Skip notes the sequence number of an event that was rejected but whose

@@ -20,7 +20,8 @@ const (
 	eiAccepted     = eiDraftTokens + schema.MaxSpecK // + position
 	eiDroppedQueue = eiAccepted + schema.MaxSpecK
 	eiDroppedRing  = eiDroppedQueue + 1
-	eiBatchSteps   = eiDroppedRing + 1 // + phase*MaxBatch + batch_size-1
+	eiDroppedWrite = eiDroppedRing + 1
+	eiBatchSteps   = eiDroppedWrite + 1 // + phase*MaxBatch + batch_size-1
 	ecInts         = eiBatchSteps + nBatchPhases*schema.MaxBatch
 	ecFloats       = nBatchPhases * schema.MaxBatch // batch time: phase*MaxBatch + batch_size-1
 )
@@ -35,6 +36,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 	ni[eiPreemptions], np[eiPreemptions] = e.Preemptions, true
 	ni[eiDroppedQueue], np[eiDroppedQueue] = e.EventsDropped, true
 	ni[eiDroppedRing], np[eiDroppedRing] = e.StepsDropped, true
+	ni[eiDroppedWrite], np[eiDroppedWrite] = e.EventsWriteFailed, true
 	if sd := e.SpecDecode; sd != nil {
 		// Every draft proposes its position-0 token, so drafts = draft_count[0].
 		np[eiSpecDrafts] = true
@@ -136,6 +138,8 @@ func (t *target) newIntCounter(i int) *counterSeries {
 		return t.newCounter(schema.IDDaemonEventsDropped, label{schema.AttrDropReason, schema.DropQueueFull})
 	case i == eiDroppedRing:
 		return t.newCounter(schema.IDDaemonEventsDropped, label{schema.AttrDropReason, schema.DropStepRing})
+	case i == eiDroppedWrite:
+		return t.newCounter(schema.IDDaemonEventsDropped, label{schema.AttrDropReason, schema.DropWriteFail})
 	}
 	return t.newCounter(schema.IDBatchSteps, batchLabels(i-eiBatchSteps)...)
 }
@@ -157,6 +161,8 @@ func intName(i int) string {
 		return "events_dropped"
 	case i == eiDroppedRing:
 		return "steps_dropped"
+	case i == eiDroppedWrite:
+		return "events_write_failed"
 	}
 	i -= eiBatchSteps
 	return fmt.Sprintf("%s count{batch_size=%d}", batchFields[i/schema.MaxBatch], i%schema.MaxBatch+1)

@@ -6,10 +6,11 @@ import (
 	"github.com/picometer/picometer/schema"
 )
 
-// This file applies request events: one observation per histogram, one per
-// ITL gap, and the request counters by operation, finish reason and error
-// type. aggregate_test.go (TestExactness, TestApplyAllocs) and the golden expositions of
-// registry_test.go cover it.
+// This file applies request events: schema's RequestTotals.Add, the one
+// rule for what a request adds to which histogram bucket and counter, adds
+// the request to its boot's totals and to the target's, whose series show
+// the latter. aggregate_test.go (TestExactness, TestApplyAllocs, TestTotals*)
+// and the golden expositions of registry_test.go cover it.
 
 func seconds(us int64) float64 { return float64(us) / 1e6 }
 
@@ -18,57 +19,60 @@ func seconds(us int64) float64 { return float64(us) / 1e6 }
 // schema bounds each event's values; this bounds their sum.
 const maxCounter = math.MaxInt64
 
-// applyRequest feeds one finished request into the request families. It
-// applies nothing and returns an invalid_field error when a token counter
-// would pass maxCounter.
-func (t *target) applyRequest(r *schema.RequestBody) error {
+// applyRequest feeds one finished request of boot b into the request
+// families. It applies nothing and returns an invalid_field error when a
+// token counter would pass maxCounter.
+func (t *target) applyRequest(b *boot, r *schema.RequestBody) error {
 	op := indexOf(schema.AttrOperation.Values, r.Operation)
-	rs := &t.req[op]
-	opl := label{schema.AttrOperation, r.Operation}
-	pt := t.counter(&rs.promptTokens, schema.IDPromptTokens, opl)
-	gt := t.counter(&rs.genTokens, schema.IDGenerationTokens, opl)
-	if pt.c.Get() > maxCounter-uint64(r.PromptTokens) || gt.c.Get() > maxCounter-uint64(r.CompletionTokens) {
+	o := &t.tot.Ops[op]
+	if o.PromptTokens > maxCounter-int64(r.PromptTokens) || o.CompletionTokens > maxCounter-int64(r.CompletionTokens) {
 		return invalidField("request %q: prompt_tokens %d or completion_tokens %d would take a token counter past %d",
 			r.ID, r.PromptTokens, r.CompletionTokens, uint64(maxCounter))
 	}
-	if r.AdmittedUS >= 0 {
-		t.hist(&rs.queue, schema.IDQueueDuration, opl).observe(seconds(r.AdmittedUS))
-	}
-	if r.FirstTokenUS >= 0 {
-		t.hist(&rs.ttft, schema.IDTTFT, opl).observe(seconds(r.FirstTokenUS))
-		if r.AdmittedUS >= 0 {
-			t.hist(&rs.prefill, schema.IDPrefillDuration, opl).observe(seconds(r.FirstTokenUS - r.AdmittedUS))
-		}
-		t.hist(&rs.decode, schema.IDDecodeDuration, opl).observe(seconds(r.FinishUS - r.FirstTokenUS))
-		if r.CompletionTokens >= 2 {
-			t.hist(&rs.tpot, schema.IDTimePerOutputToken, opl).
-				observe(seconds(r.LastTokenUS-r.FirstTokenUS) / float64(r.CompletionTokens-1))
-		}
-	}
-	if len(r.ITLUS) > 0 {
-		t.hist(&rs.itl, schema.IDInterTokenLatency, opl).observeMicros(r.ITLUS)
-	}
-	errType := ""
-	if r.FinishReason == schema.FinishError || r.FinishReason == schema.FinishAbort {
-		errType = r.ErrorType
-		if errType == "" {
-			errType = schema.ErrOther
-		}
-	}
-	if errType == "" {
-		t.hist(&rs.duration, schema.IDRequestDuration, opl).observe(seconds(r.FinishUS))
-	} else {
-		e := indexOf(schema.ErrorTypes, errType)
-		t.hist(&rs.durationErr[e], schema.IDRequestDuration, opl, label{schema.AttrErrorType, errType}).observe(seconds(r.FinishUS))
-		t.counter(&rs.failed[e], schema.IDRequestsFailed, opl, label{schema.AttrErrorType, errType}).c.Inc()
-	}
-	pt.c.AddInt64(int64(r.PromptTokens))
-	gt.c.AddInt64(int64(r.CompletionTokens))
-	if r.AdmittedUS >= 0 {
-		t.hist(&rs.promptLen, schema.IDRequestPromptLength, opl).observe(float64(r.PromptTokens))
-		t.hist(&rs.genLen, schema.IDRequestGenLength, opl).observe(float64(r.CompletionTokens))
-	}
+	b.totals().Add(r)
+	t.tot.Add(r)
+	rs := &t.req[op]
+	rs.promptTokens.c.Set(uint64(o.PromptTokens))
+	rs.genTokens.c.Set(uint64(o.CompletionTokens))
 	f := indexOf(schema.FinishReasons, r.FinishReason)
-	t.counter(&rs.finished[f], schema.IDRequestsFinished, opl, label{schema.AttrFinishReason, r.FinishReason}).c.Inc()
+	rs.finished[f].c.Set(uint64(o.Finished[f]))
+	if et := schema.RequestErrorType(r); et != "" {
+		t.syncFailed(op, indexOf(schema.ErrorTypes, et))
+	}
 	return nil
+}
+
+// totals returns the boot's request totals, made at first use.
+func (b *boot) totals() *schema.TotalsBody {
+	if b.tot == nil {
+		tot := schema.NewTotals()
+		b.tot = &tot
+	}
+	return b.tot
+}
+
+// syncOp sets every request counter of operation op from the target's
+// totals (after a totals event; a request event sets the ones it touched).
+func (t *target) syncOp(op int) {
+	o, rs := &t.tot.Ops[op], &t.req[op]
+	rs.promptTokens.c.Set(uint64(o.PromptTokens))
+	rs.genTokens.c.Set(uint64(o.CompletionTokens))
+	for f, n := range o.Finished {
+		rs.finished[f].c.Set(uint64(n))
+	}
+	for e := range o.Failed {
+		t.syncFailed(op, e)
+	}
+}
+
+// syncFailed sets requests_failed of (op, error type e) from the target's
+// totals, and adds the series of the request duration of that error type at
+// its first failure.
+func (t *target) syncFailed(op, e int) {
+	o, rs := &t.tot.Ops[op], &t.req[op]
+	rs.failed[e].c.Set(uint64(o.Failed[e]))
+	if rs.durationErr[e] == nil && o.DurationByError[e].Counts != nil {
+		rs.durationErr[e] = t.cumHist(schema.IDRequestDuration, &o.DurationByError[e],
+			label{schema.AttrOperation, schema.AttrOperation.Values[op]}, label{schema.AttrErrorType, schema.ErrorTypes[e]})
+	}
 }

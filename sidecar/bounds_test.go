@@ -61,9 +61,13 @@ func TestCounterWrap(t *testing.T) {
 	a.mu.Lock()
 	tg := a.targets[targetKey{"m", "picometer"}]
 	a.mu.Unlock()
-	gt := tg.req[indexOf(schema.AttrOperation.Values, schema.OpChat)].genTokens
+	chat := indexOf(schema.AttrOperation.Values, schema.OpChat)
+	gt := tg.req[chat].genTokens
 	near := uint64(maxCounter) - 10
-	gt.c.Set(near)
+	tg.mu.Lock()
+	tg.tot.Ops[chat].CompletionTokens = int64(near) // the counter shows the target's totals
+	tg.syncOp(chat)
+	tg.mu.Unlock()
 	big := r
 	big.CompletionTokens = schema.MaxTokens
 	st = feed(t, a, append(s.hello(), s.request(big)...))

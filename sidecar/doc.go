@@ -8,10 +8,11 @@
 // shared rules are internal/config's), socket.go (listener, line limit,
 // per-connection reader, which decodes with schema.Decoder: the wire format
 // is schema/'s alone), aggregate.go (the aggregator and its connections),
-// target.go (targets and boots), apply_request.go and apply_engine.go
-// (applying the two kinds of events), expire.go (expiry), registry.go (the
-// series, by owner, and their OTLP shadows), exposition.go (/metrics, written
-// from the values), histogram.go ("le" histograms), otlp.go
+// target.go (targets and boots), apply_request.go, apply_totals.go and
+// apply_engine.go (applying the three kinds of events), expire.go (expiry),
+// registry.go (the series, by owner, and their OTLP shadows), exposition.go
+// (/metrics, written from the values), histogram.go ("le" histograms),
+// cumhist.go (the request histograms, settable to a daemon's totals), otlp.go
 // (producer, exporters, resource), self.go (self-metrics) and sidecar.go
 // (wiring); cmd/picometer-sidecar is main.
 //
@@ -72,6 +73,21 @@
 // requests_finished by every finish reason and requests_failed by every
 // error type (18 histograms and 34 counters, about 450 exposition lines).
 //
+// Request series are cumulative per boot too (issue 13). A request event is
+// added, by schema.TotalsBody.Add, to its boot's totals and to its target's;
+// the request counters and histograms show the target's. A totals event (a
+// daemon's own cumulative request totals, sent after each hello and each
+// engine snapshot) raises every part of its boot's totals (counter, bucket,
+// sum) that is below the daemon's to it, and the target's by as much: so
+// after a sidecar restart, a hang, or events lost on the way or dropped by
+// the daemon, every request counter and histogram _count/_sum equals, one
+// totals event later, the sum of the daemons' own numbers; requests after
+// the totals' seq are added as they come, and a request event at or below
+// the boot's last totals' seq (only a replay on another connection can be)
+// is stale_seq, so nothing is counted twice; no part ever goes down. The
+// request events counted from totals, not received, are
+// picometer_sidecar_events_recovered_total.
+//
 // Engine snapshots are cumulative per boot. An exported engine counter is
 // the sum over the target's boots of their latest cumulative values, plus
 // the totals of boots it forgot: monotonic across restarts and, for one
@@ -79,8 +95,8 @@
 // is below its boot's previous one is rejected whole (invalid_field).
 // picometer.spec_decode.drafts is draft_count[0]: every draft proposes a
 // token at position 0, so the drafts are the position-0 draft tokens.
-// events_dropped and steps_dropped feed the daemon drop counter with reasons
-// queue_full and step_ring. Step records feed the step histograms by phase.
+// events_dropped, events_write_failed and steps_dropped feed the daemon
+// drop counter with reasons queue_full, write_failed and step_ring. Step records feed the step histograms by phase.
 //
 // Gauges (running, waiting, slots: summed; KV-cache usage: a single boot's
 // value, else used over total blocks) and engine_info follow the connected

@@ -188,10 +188,18 @@ func (h *histSeries) appendProm(b []byte) []byte {
 		buckets = make([]uint64, n)
 	}
 	count, sum := h.prom.read(buckets)
-	name, labels := h.fam.name, h.name[len(h.fam.name):] // "" or "{…}"
-	les := h.fam.les
+	return appendHistLines(b, h.fam, h.name, h.prom.bounds, buckets, count, sum)
+}
+
+// appendHistLines appends the lines of histogram series name (family fam,
+// finite bounds, per-bucket counts, count and sum) as
+// metrics.PrometheusHistogram writes them.
+func appendHistLines(b []byte, fam *family, name string, bounds []float64, buckets []uint64, count uint64, sum float64) []byte {
+	labels := name[len(fam.name):] // "" or "{…}"
+	name = fam.name
+	les := fam.les
 	if len(les) != len(buckets)+1 {
-		les = leLabels(h.prom.bounds)
+		les = leLabels(bounds)
 	}
 	var cum uint64
 	for i, le := range les {

@@ -86,6 +86,12 @@ func (c *collector) add(s series) {
 				Attributes: m.attrs, StartTime: m.start, Time: c.now,
 				Count: sh.count, Sum: sh.sum, Bounds: m.fam.f.Buckets, BucketCounts: slices.Clone(sh.counts)})
 		}
+	case *cumHist:
+		counts := make([]uint64, len(m.fam.f.Buckets)+1)
+		copy(counts, s.h.Counts)
+		fp.hist = append(fp.hist, metricdata.HistogramDataPoint[float64]{
+			Attributes: m.attrs, StartTime: m.start, Time: c.now,
+			Count: s.h.Count(), Sum: s.h.Sum, Bounds: m.fam.f.Buckets, BucketCounts: counts})
 	case *counterSeries:
 		fp.ints = append(fp.ints, metricdata.DataPoint[int64]{Attributes: m.attrs, StartTime: m.start, Time: c.now, Value: int64(s.c.Get())})
 	case *floatCounterSeries:

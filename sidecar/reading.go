@@ -89,7 +89,7 @@ func (a *Aggregator) read(r *reading, withHists bool, sc *readScratch) {
 		if withHists {
 			for op := range t.req {
 				rs := &t.req[op]
-				for i, h := range [3]*histSeries{rs.ttft, rs.itl, rs.tpot} {
+				for i, h := range [3]*cumHist{rs.hists[schema.HistTTFT], rs.hists[schema.HistInterTokenLatency], rs.hists[schema.HistTimePerOutputToken]} {
 					if h != nil {
 						sc.names[h.name] = histRef{tr: n - 1, hist: i}
 					}

@@ -271,11 +271,7 @@ func (s *histShadow) observe(bounds []float64, v float64) {
 	if !(v >= 0) {
 		return
 	}
-	i := 0
-	for i < len(bounds) && v > bounds[i] {
-		i++
-	}
-	s.counts[i]++
+	s.counts[schema.BucketIndex(bounds, v)]++
 	s.sum += v
 	s.count++
 }

@@ -48,8 +48,13 @@ type target struct {
 	connected int
 	idleSince time.Time
 
-	lost    *counterSeries
-	age     *gaugeSeries
+	lost      *counterSeries
+	recovered *counterSeries
+	age       *gaugeSeries
+	// tot is the target's cumulative request totals: the sum over its boots
+	// (and the boots it forgot) of what each contributed, which only grows.
+	// The request histograms' series read it; counters are set from it.
+	tot     schema.TotalsBody
 	req     []reqSeries  // by operation
 	steps   []stepSeries // by phase
 	ints    [ecInts]*counterSeries
@@ -66,11 +71,11 @@ type target struct {
 }
 
 type reqSeries struct {
-	ttft, tpot, duration, itl, queue, prefill, decode, promptLen, genLen *histSeries
-	durationErr                                                          []*histSeries // by error type
-	promptTokens, genTokens                                              *counterSeries
-	finished                                                             []*counterSeries // by finish reason
-	failed                                                               []*counterSeries // by error type
+	hists                   [schema.NumRequestHists]*cumHist // by schema.Hist* index
+	durationErr             []*cumHist                       // by error type
+	promptTokens, genTokens *counterSeries
+	finished                []*counterSeries // by finish reason
+	failed                  []*counterSeries // by error type
 }
 
 type stepSeries struct{ duration, tokens, batchSize *histSeries }
@@ -99,21 +104,28 @@ type boot struct {
 	ints        [ecInts]int64 // last snapshot's cumulative counters
 	flts        [ecFloats]float64
 	disconnects time.Time
+	// tot is what this boot contributed to the target's request totals
+	// (nil before its first request or totals event), and totalsSeq the seq
+	// of the last totals event applied: request events up to it are in tot.
+	tot       *schema.TotalsBody
+	totalsSeq uint64
 }
 
 func (a *Aggregator) newTarget(key targetKey) *target {
 	now := a.now()
 	t := &target{a: a, key: key, boots: map[string]*boot{}, info: map[infoKey]*gaugeSeries{},
+		tot:  schema.NewTotals(),
 		base: []label{{schema.AttrModel, key.model}, {schema.AttrEngine, key.engine}},
 		req:  make([]reqSeries, nOps), steps: make([]stepSeries, nPhases), idleSince: now}
 	for i := range t.req {
-		t.req[i].durationErr = make([]*histSeries, nErrTypes)
+		t.req[i].durationErr = make([]*cumHist, nErrTypes)
 		t.req[i].finished = make([]*counterSeries, nFinish)
 		t.req[i].failed = make([]*counterSeries, nErrTypes)
 	}
 	t.own = a.reg.newOwner(string(newMeta(nil, &family{}, now, t.base).name))
 	t.lastEvent.Store(now.UnixNano())
 	t.lost = t.add(t.own.newCounter(schema.IDSidecarEventsLost, now, t.base...)).(*counterSeries)
+	t.recovered = t.add(t.own.newCounter(schema.IDSidecarEventsRecovered, now, t.base...)).(*counterSeries)
 	t.age = t.add(t.own.newGauge(schema.IDSidecarLastEventAge, now, func() float64 {
 		return float64(a.now().UnixNano()-t.lastEvent.Load()) / 1e9
 	}, t.base...)).(*gaugeSeries)
@@ -135,15 +147,8 @@ func (t *target) startRequestSeries() {
 	for op, name := range schema.AttrOperation.Values {
 		rs := &t.req[op]
 		opl := label{schema.AttrOperation, name}
-		for _, h := range []struct {
-			slot  **histSeries
-			famID string
-		}{
-			{&rs.ttft, schema.IDTTFT}, {&rs.tpot, schema.IDTimePerOutputToken}, {&rs.duration, schema.IDRequestDuration},
-			{&rs.itl, schema.IDInterTokenLatency}, {&rs.queue, schema.IDQueueDuration}, {&rs.prefill, schema.IDPrefillDuration},
-			{&rs.decode, schema.IDDecodeDuration}, {&rs.promptLen, schema.IDRequestPromptLength}, {&rs.genLen, schema.IDRequestGenLength},
-		} {
-			t.hist(h.slot, h.famID, opl)
+		for h, famID := range schema.RequestHistFamilies {
+			rs.hists[h] = t.cumHist(famID, &t.tot.Ops[op].Hists[h], opl)
 		}
 		t.counter(&rs.promptTokens, schema.IDPromptTokens, opl)
 		t.counter(&rs.genTokens, schema.IDGenerationTokens, opl)

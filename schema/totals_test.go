@@ -1,0 +1,158 @@
+package schema
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBucketIndex(t *testing.T) {
+	f := func(bounds []float64, v float64, want int) {
+		t.Helper()
+		if got := BucketIndex(bounds, v); got != want {
+			t.Errorf("BucketIndex(%v, %v) = %d, want %d", bounds, v, got, want)
+		}
+	}
+	b := []float64{1, 2, 5}
+	f(b, 0, 0)
+	f(b, 1, 0) // le: the bound itself is in its bucket
+	f(b, 1.0000001, 1)
+	f(b, 5, 2)
+	f(b, 5.5, 3) // +Inf
+	f(nil, 3, 0)
+}
+
+// TestTotalsAdd: each request lands where the sidecar exports it.
+func TestTotalsAdd(t *testing.T) {
+	ev := exampleEvents()
+	tot := NewTotals()
+	for _, name := range []string{"request_length.ndjson", "request_abort.ndjson", "request_error.ndjson"} {
+		tot.Add(&ev[name].(*Request).RequestBody)
+	}
+	chat, text := &tot.Ops[opIndex(OpChat)], &tot.Ops[opIndex(OpTextCompletion)]
+	if got := tot.Requests(); got != 3 {
+		t.Errorf("Requests() = %d, want 3", got)
+	}
+	if text.PromptTokens != 12 || text.CompletionTokens != 8 || chat.PromptTokens != 30 || chat.CompletionTokens != 3 {
+		t.Errorf("tokens: text %d/%d chat %d/%d, want 12/8 30/3", text.PromptTokens, text.CompletionTokens, chat.PromptTokens, chat.CompletionTokens)
+	}
+	if text.Finished[indexIn(FinishReasons, FinishLength)] != 1 || text.Finished[indexIn(FinishReasons, FinishError)] != 1 ||
+		chat.Finished[indexIn(FinishReasons, FinishAbort)] != 1 {
+		t.Errorf("finished: text %v chat %v", text.Finished, chat.Finished)
+	}
+	if text.Failed[indexIn(ErrorTypes, ErrInvalidRequest)] != 1 || chat.Failed[indexIn(ErrorTypes, ErrCancelled)] != 1 {
+		t.Errorf("failed: text %v chat %v", text.Failed, chat.Failed)
+	}
+	// The length request: 7 ITL gaps, TTFT 9.5 ms, succeeded.
+	if n := text.Hists[HistInterTokenLatency].Count(); n != 7 {
+		t.Errorf("text ITL count %d, want 7", n)
+	}
+	if h := text.Hists[HistTTFT]; h.Count() != 1 || h.Sum != 0.0095 || h.Counts[BucketIndex(TTFTBuckets, 0.0095)] != 1 {
+		t.Errorf("text TTFT %+v", h)
+	}
+	if h := text.Hists[HistRequestDuration]; h.Count() != 1 || h.Sum != 0.03055 {
+		t.Errorf("text duration %+v", h)
+	}
+	// The failed request never reached the engine: only its duration, by error type.
+	if h := text.DurationByError[indexIn(ErrorTypes, ErrInvalidRequest)]; h.Count() != 1 || h.Sum != 0.000035 {
+		t.Errorf("text duration of invalid_request %+v", h)
+	}
+	if n := text.Hists[HistPromptLength].Count(); n != 1 {
+		t.Errorf("text prompt length count %d, want 1 (the failed request was not admitted)", n)
+	}
+	if h := chat.Hists[HistRequestDuration]; h.Count() != 0 {
+		t.Errorf("chat duration of successes %+v, want none (the chat request was aborted)", h)
+	}
+	if h := chat.Hists[HistTimePerOutputToken]; h.Count() != 1 || h.Sum != 0.0015 {
+		t.Errorf("chat time per output token %+v, want (10000-7000)/2 µs", h)
+	}
+}
+
+func TestTotalsAddAllocs(t *testing.T) {
+	tot := NewTotals()
+	r := typicalRequest("b", 1)
+	if n := testing.AllocsPerRun(100, func() { tot.Add(&r.RequestBody) }); n != 0 {
+		t.Errorf("Add allocates %v times per request, want 0", n)
+	}
+}
+
+// TestTotalsRejected: every range and shape check of a totals event.
+func TestTotalsRejected(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join(eventsDir, "totals.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good = bytes.TrimSuffix(good, []byte("\n"))
+	var ev Event
+	if err := Decode(good, &ev); err != nil {
+		t.Fatalf("golden totals: %v", err)
+	}
+	f := func(old, new, msg string) {
+		t.Helper()
+		line := bytes.Replace(good, []byte(old), []byte(new), 1)
+		if bytes.Equal(line, good) {
+			t.Fatalf("%q not in the golden line", old)
+		}
+		err := Decode(line, &ev)
+		if ReasonOf(err) != ReasonInvalidField || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%s → %s: got %v, want invalid_field mentioning %q", old, new, err, msg)
+		}
+	}
+	f(`"ops":[{`, `"ops":[{},{`, "ops: 3 entries")
+	f(`"prompt_tokens":30`, `"prompt_tokens":9007199254740993`, "ops[chat]: prompt_tokens 9007199254740993")
+	f(`"prompt_tokens":30`, `"prompt_tokens":-1`, "ops[chat]: prompt_tokens -1")
+	f(`"finished":[0,0,1,0]`, `"finished":[0,0,1]`, "ops[chat].finished: 3 entries")
+	f(`"finished":[0,0,1,0]`, `"finished":[0,0,-1,0]`, "ops[chat].finished[2]: -1")
+	f(`"failed":[0,0,0,0,0,0,0,1,0,0,0]`, `"failed":[0,0,0,0,0,0,0,9007199254740993,0,0,0]`, "ops[chat].failed[7]")
+	f(`{"counts":[0,0,1,`, `{"counts":[0,1,`, "ops[chat].hists[ttft]: counts has the wrong number of buckets")
+	f(`{"counts":[0,0,1,`, `{"counts":[9007199254740992,0,1,`, "ops[chat].hists[ttft]: counts above 2^53")
+	f(`"sum":0.007`, `"sum":-0.007`, "ops[chat].hists[ttft]: sum out of range")
+	f(`"sum":0.007`, `"sum":1e300`, "ops[chat].hists[ttft]: sum out of range")
+	f(`"duration_by_error":[`, `"duration_by_error":[{"counts":null,"sum":1},`, "ops[chat].duration_by_error: 12 entries")
+	f(`"duration_by_error":[{"counts":null,"sum":0}`, `"duration_by_error":[{"counts":null,"sum":1}`, "ops[chat].duration_by_error["+ErrorTypes[0]+"]: a sum without counts")
+}
+
+// FuzzTotals: whatever the bytes, a totals event is rejected with a schema
+// reason or accepted with every count and sum in range, and encodes and
+// decodes again to the same totals.
+func FuzzTotals(f *testing.F) {
+	good, err := os.ReadFile(filepath.Join(eventsDir, "totals.ndjson"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	good = bytes.TrimSuffix(good, []byte("\n"))
+	f.Add(good)
+	f.Add(bytes.Replace(good, []byte(`"sum":0.007`), []byte(`"sum":1e300`), 1))
+	f.Add(bytes.Replace(good, []byte(`"finished":[0,0,1,0]`), []byte(`"finished":[0,0,9007199254740992,0]`), 1))
+	f.Add(bytes.Replace(good, []byte(`"counts":[0,0,1,`), []byte(`"counts":[4503599627370496,4503599627370496,1,`), 1))
+	f.Add([]byte(`{"v":1,"kind":"totals","boot":"b","seq":1,"ops":null}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var ev Event
+		err := Decode(line, &ev)
+		if err != nil || ev.Kind != KindTotals {
+			if err != nil && !validReason(ReasonOf(err)) {
+				t.Fatalf("reason %q: %v", ReasonOf(err), err)
+			}
+			return
+		}
+		for i := range ev.Ops {
+			o := &ev.Ops[i]
+			for _, h := range append(append([]Hist{}, o.Hists...), o.DurationByError...) {
+				if h.Count() > MaxCumulative || !(h.Sum >= 0) || math.IsInf(h.Sum, 0) {
+					t.Fatalf("accepted a histogram out of range: %+v", h)
+				}
+			}
+		}
+		if n := ev.Requests(); n < 0 || n > int64(len(ev.Ops)*len(FinishReasons))*MaxCumulative {
+			t.Fatalf("accepted %d requests", n)
+		}
+		enc := mustAppend(t, nil, &Totals{Header: ev.Header, TotalsBody: ev.TotalsBody})
+		var ev2 Event
+		if err := Decode(bytes.TrimSuffix(enc, []byte("\n")), &ev2); err != nil {
+			t.Fatalf("accepted %q but not its re-encoding %q: %v", line, enc, err)
+		}
+	})
+}
