@@ -132,6 +132,16 @@ func (c *Conn) Close() {
 	}
 }
 
+// connected reports whether a connection is bound to the boot. conns is
+// guarded by the target's lock (Close changes it holding only that), so
+// hello, which holds the aggregator's, takes it too: the order
+// aggregator then target is the one hello already uses.
+func (b *boot) connected() bool {
+	b.t.mu.Lock()
+	defer b.t.mu.Unlock()
+	return b.conns > 0
+}
+
 func (c *Conn) unbindLocked() {
 	b := c.boot
 	t := b.t
@@ -234,7 +244,7 @@ func (c *Conn) hello(ev *schema.Event) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := a.boots[ev.Boot]
-	if b != nil && c.boot != b && b.conns > 0 {
+	if b != nil && c.boot != b && b.connected() {
 		return &schema.DecodeError{Reason: schema.ReasonBootInUse,
 			Msg: fmt.Sprintf("boot %q is already connected; a second connection cannot claim it", ev.Boot)}
 	}
