@@ -265,6 +265,52 @@ QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[
 		y[r] = yr[r], z[r] = zr[r];
 }
 
+/* interleave: g[j] = the codes of elements 4j..4j+3 of block p[i], row i
+ * in lane i (an 8 x 8 transpose of 32-bit groups) */
+QMM_INLINE void interleave(const int T, __m256i g[8], const uint8_t *const p[8])
+{
+	__m256i u[8];
+	UNROLL for (int i = 0; i < 8; i++)
+		u[i] = ucodes(T, p[i]);
+	/* 8 x 8 transpose of 32-bit groups */
+	__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
+	__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
+	__m256i t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
+	__m256i t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
+	__m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+	__m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+	__m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+	__m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+	g[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+	g[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+	g[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+	g[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+	g[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+	g[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+	g[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+	g[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+}
+
+/* interleave4: interleave for the 4-bit codes at p[i] + qo (Q4_0, Q4_1):
+ * group j < 4 is 32-bit word j of qs masked to its low nibbles, group
+ * j + 4 the same word's high nibbles, so only qs's 4 words are transposed */
+QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
+{
+	__m256i r[4];
+	UNROLL for (int i = 0; i < 4; i++)
+		r[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(p[i + 4] + qo)),
+					_mm_loadu_si128((const __m128i *)(p[i] + qo)));
+	__m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+	__m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+	__m256i v[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
+			_mm256_unpackhi_epi64(t1, t3)};
+	const __m256i m = _mm256_set1_epi8(15);
+	UNROLL for (int j = 0; j < 4; j++) {
+		g[j] = _mm256_and_si256(v[j], m);
+		g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v[j], 4), m);
+	}
+}
+
 /*
  * batch8: outputs of weight rows w .. w + nw - 1 (nw <= 8) against the n
  * (<= XCHUNK) activation rows at xq. Per k-chunk the 8 rows' codes are
@@ -288,31 +334,16 @@ QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, si
 		int kn = nb - k0 < KB ? nb - k0 : KB;
 		for (int b = 0; b < kn; b++) {
 			const uint8_t *p[8];
-			__m256i u[8];
 			uint16_t hd[8], hm[8];
 			UNROLL for (int i = 0; i < 8; i++) {
 				p[i] = wr[i] + (size_t)(k0 + b) * BB;
-				u[i] = ucodes(T, p[i]);
 				memcpy(&hd[i], p[i], 2);
 				memcpy(&hm[i], p[i] + 2, 2);
 			}
-			/* 8 x 8 transpose of 32-bit groups */
-			__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
-			__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
-			__m256i t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
-			__m256i t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
-			__m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
-			__m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
-			__m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
-			__m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
-			g[b][0] = _mm256_permute2x128_si256(s0, s4, 0x20);
-			g[b][4] = _mm256_permute2x128_si256(s0, s4, 0x31);
-			g[b][1] = _mm256_permute2x128_si256(s1, s5, 0x20);
-			g[b][5] = _mm256_permute2x128_si256(s1, s5, 0x31);
-			g[b][2] = _mm256_permute2x128_si256(s2, s6, 0x20);
-			g[b][6] = _mm256_permute2x128_si256(s2, s6, 0x31);
-			g[b][3] = _mm256_permute2x128_si256(s3, s7, 0x20);
-			g[b][7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+			if (T == T4_0 || T == T4_1)
+				interleave4(g[b], p, T == T4_0 ? 2 : 4);
+			else
+				interleave(T, g[b], p);
 			dw[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
 			mw[b] = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
 					   : _mm256_mul_ps(dw[b], _mm256_set1_ps(-(float)offset(T)));
