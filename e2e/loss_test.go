@@ -104,25 +104,12 @@ func TestLiveSidecarCrash(t *testing.T) {
 	sock := filepath.Join(dir, "picometer.sock")
 	sidecarAddr, daemonAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	httpc := &http.Client{Timeout: 10 * time.Second}
-	connections := alerts.Series(schema.IDSidecarConnections, "")
-	connected := func(p *proc) {
-		waitFor(t, 20*time.Second, "the daemon connected to "+p.name, p, func() error {
-			m, err := scrape(httpc, sidecarAddr)
-			if err != nil {
-				return err
-			}
-			if got := m.sum(connections, nil); got != 1 {
-				return fmt.Errorf("%s = %v", connections, got)
-			}
-			return nil
-		})
-	}
 
 	first := start(t, dir, "sidecar", sidecarBin, "--socket", sock, "--listen", sidecarAddr)
 	waitFor(t, 15*time.Second, "sidecar /metrics", first, func() error { _, err := scrape(httpc, sidecarAddr); return err })
 	daemon := start(t, dir, "daemon", daemonBin, "--model", model, "--listen", daemonAddr, "--metrics-socket", sock)
 	waitFor(t, 30*time.Second, "daemon /health", daemon, func() error { return getOK(httpc, "http://"+daemonAddr+"/health") })
-	connected(first)
+	waitConnected(t, httpc, sidecarAddr, first, 20*time.Second)
 
 	truth := &clientTruth{finished: map[[2]string]float64{}, failed: map[string]float64{},
 		prompt: map[string]float64{}, gen: map[string]float64{}, ok: map[string]float64{}}
@@ -145,7 +132,7 @@ func TestLiveSidecarCrash(t *testing.T) {
 	atCrash := truth.total
 	truth.mu.Unlock()
 	second := start(t, dir, "sidecar2", sidecarBin, "--socket", sock, "--listen", sidecarAddr)
-	connected(second)
+	waitConnected(t, httpc, sidecarAddr, second, 20*time.Second)
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()

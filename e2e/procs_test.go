@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/picometer/picometer/alerts"
+	"github.com/picometer/picometer/schema"
 )
 
 // proc is a child process whose output goes to a log file.
@@ -137,4 +140,21 @@ func getOK(c *http.Client, url string) error {
 		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
 	}
 	return nil
+}
+
+// waitConnected waits until the sidecar at addr (process p) counts exactly
+// one daemon connection.
+func waitConnected(t *testing.T, httpc *http.Client, addr string, p *proc, timeout time.Duration) {
+	t.Helper()
+	connections := alerts.Series(schema.IDSidecarConnections, "")
+	waitFor(t, timeout, "the daemon connected to "+p.name, p, func() error {
+		m, err := scrape(httpc, addr)
+		if err != nil {
+			return err
+		}
+		if got := m.sum(connections, nil); got != 1 {
+			return fmt.Errorf("%s = %v", connections, got)
+		}
+		return nil
+	})
 }
