@@ -33,8 +33,11 @@ static float quant_block_c(int8_t *q, const float *x, int n)
 #include <immintrin.h>
 
 /* quant_block_avx2 is quant_block_c for n a multiple of 32, bitwise: the
- * same float32 product, rounding (ties to even), clamp and NaN rule. */
-static __attribute__((target("avx2"))) float quant_block_avx2(int8_t *q, const float *x, int n)
+ * same float32 product, rounding (ties to even), clamp and NaN rule. With
+ * sums16 != NULL it also stores the n / 16 sums of q over each 16 elements
+ * (integer sums: exact in any order, so the same as the scalar loops). */
+static __attribute__((target("avx2"))) float quant_block_avx2(int8_t *q, const float *x, int n,
+							     int *sums16)
 {
 	const __m256 sign = _mm256_set1_ps(-0.0f);
 	__m256 m = _mm256_setzero_ps();
@@ -57,6 +60,17 @@ static __attribute__((target("avx2"))) float quant_block_avx2(int8_t *q, const f
 		}
 		__m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
 		_mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(b, perm));
+		if (sums16) {
+			/* lanes of a: elements 0-15 pairwise; of c: 16-31. Two
+			 * hadds leave sum(a) halves in lane 0 of each 128-bit
+			 * half, sum(c) halves in lane 1. */
+			__m256i a = _mm256_add_epi32(v[0], v[1]), c = _mm256_add_epi32(v[2], v[3]);
+			__m256i t = _mm256_hadd_epi32(a, c);
+			t = _mm256_hadd_epi32(t, t);
+			__m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+			sums16[i / 16] = _mm_cvtsi128_si32(s);
+			sums16[i / 16 + 1] = _mm_extract_epi32(s, 1);
+		}
 	}
 	return d;
 }
@@ -67,8 +81,9 @@ static int use_avx2(void)
 	return __builtin_cpu_supports("avx2");
 }
 #else
-static float quant_block_avx2(int8_t *q, const float *x, int n)
+static float quant_block_avx2(int8_t *q, const float *x, int n, int *sums16)
 {
+	(void)sums16;
 	return quant_block_c(q, x, n);
 }
 
@@ -80,33 +95,40 @@ static int use_avx2(void)
 
 float pm_quant_block(int8_t *q, const float *x, int n, int avx2)
 {
-	return avx2 && n % 32 == 0 && use_avx2() ? quant_block_avx2(q, x, n) : quant_block_c(q, x, n);
+	return avx2 && n % 32 == 0 && use_avx2() ? quant_block_avx2(q, x, n, NULL)
+						   : quant_block_c(q, x, n);
 }
 
-static float quant_block(int8_t *q, const float *x, int n, int avx2)
+static void quant_act32(pm_act32 *dst, const float *x, int k, int avx2)
 {
-	return avx2 ? quant_block_avx2(q, x, n) : quant_block_c(q, x, n);
-}
-
-void pm_quant_act32(pm_act32 *dst, const float *x, int k)
-{
-	int avx2 = use_avx2();
 	for (int b = 0; b < k / 32; b++) {
 		pm_act32 *y = dst + b;
-		y->d = quant_block(y->q, x + 32 * (size_t)b, 32, avx2);
 		int sum = 0;
-		for (int i = 0; i < 32; i++)
-			sum += y->q[i];
+		if (avx2) {
+			int s[2];
+			y->d = quant_block_avx2(y->q, x + 32 * (size_t)b, 32, s);
+			sum = s[0] + s[1];
+		} else {
+			y->d = quant_block_c(y->q, x + 32 * (size_t)b, 32);
+			for (int i = 0; i < 32; i++)
+				sum += y->q[i];
+		}
 		y->s = y->d * (float)sum;
 	}
 }
 
-void pm_quant_act256(pm_act256 *dst, const float *x, int k)
+static void quant_act256(pm_act256 *dst, const float *x, int k, int avx2)
 {
-	int avx2 = use_avx2();
 	for (int b = 0; b < k / 256; b++) {
 		pm_act256 *y = dst + b;
-		y->d = quant_block(y->q, x + 256 * (size_t)b, 256, avx2);
+		if (avx2) {
+			int s[16];
+			y->d = quant_block_avx2(y->q, x + 256 * (size_t)b, 256, s);
+			for (int j = 0; j < 16; j++)
+				y->bsums[j] = (int16_t)s[j];
+			continue;
+		}
+		y->d = quant_block_c(y->q, x + 256 * (size_t)b, 256);
 		for (int j = 0; j < 16; j++) {
 			int sum = 0;
 			for (int i = 0; i < 16; i++)
@@ -114,6 +136,28 @@ void pm_quant_act256(pm_act256 *dst, const float *x, int k)
 			y->bsums[j] = (int16_t)sum;
 		}
 	}
+}
+
+void pm_quant_act32(pm_act32 *dst, const float *x, int k)
+{
+	quant_act32(dst, x, k, use_avx2());
+}
+
+void pm_quant_act256(pm_act256 *dst, const float *x, int k)
+{
+	quant_act256(dst, x, k, use_avx2());
+}
+
+int pm_quant_act(int block, void *dst, const float *x, int k, int avx2)
+{
+	if (pm_act_row_bytes(block, k) == 0)
+		return -1;
+	avx2 = avx2 && use_avx2();
+	if (block == 32)
+		quant_act32(dst, x, k, avx2);
+	else
+		quant_act256(dst, x, k, avx2);
+	return 0;
 }
 
 size_t pm_act_row_bytes(int block, int k)
@@ -142,12 +186,7 @@ void pm_matmul_q(pm_qmm q, float *out, size_t ldo, const float *x, size_t ldx, c
 {
 	int k = w->cols;
 	size_t rb = pm_act_row_bytes(q.block, k);
-	for (int r = 0; r < n; r++) {
-		void *dst = (char *)scratch + (size_t)r * rb;
-		if (q.block == 32)
-			pm_quant_act32(dst, x + (size_t)r * ldx, k);
-		else
-			pm_quant_act256(dst, x + (size_t)r * ldx, k);
-	}
+	for (int r = 0; r < n; r++)
+		pm_quant_act(q.block, (char *)scratch + (size_t)r * rb, x + (size_t)r * ldx, k, 1);
 	q.fn(out, ldo, scratch, rb, w, n, m0, m1);
 }

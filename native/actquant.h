@@ -59,6 +59,12 @@ void pm_quant_act32(pm_act32 *dst, const float *x, int k);
 /* pm_quant_act256 quantizes k floats (k % 256 == 0) into k / 256 blocks. */
 void pm_quant_act256(pm_act256 *dst, const float *x, int k);
 
+/* pm_quant_act quantizes one row of k floats into k / block blocks of
+ * block 32 (pm_act32) or 256 (pm_act256); avx2 as pm_quant_block (the
+ * bytes are the same either way). Returns 0, or -1 for another block or a
+ * k that is not a whole number of blocks (nothing written). */
+int pm_quant_act(int block, void *dst, const float *x, int k, int avx2);
+
 /* pm_act_row_bytes returns the bytes of one quantized row of k elements
  * with the given block (32 or 256), 0 for another block or a k that is not
  * a whole number of blocks. */
@@ -102,6 +108,8 @@ pm_qmm pm_qmm_for(uint32_t type, int avx2);
  * pm_matmul_q quantizes the n rows of x (k = w->cols each, ldx floats
  * apart) into scratch (at least n * pm_act_row_bytes(q.block, k) bytes)
  * and runs q.fn: out[r*ldo + m] = x[r] . row m of w for m in [m0, m1).
+ * For tests: the engine quantizes a matmul's input once for all its
+ * threads and parts (engine.c, mm_run) and calls q.fn itself.
  */
 void pm_matmul_q(pm_qmm q, float *out, size_t ldo, const float *x, size_t ldx, const pm_weight *w,
 		 int n, int m0, int m1, void *scratch);

@@ -176,8 +176,8 @@ struct pm_engine {
 	float *att_scratch; /* [threads][heads per kv head][ctx] scores */
 	float *w_scratch;   /* [threads][w_scratch_len] dequantized weight tiles */
 	size_t w_scratch_len; /* 4 rows of the widest matrix */
-	char *a_scratch;      /* [threads][a_scratch_len] quantized activations */
-	size_t a_scratch_len; /* max_rows quantized rows of the widest matrix */
+	char *aq32;  /* [max_rows] a matmul input quantized in 32-blocks (actquant.h) */
+	char *aq256; /* [max_rows] the same input in 256-blocks, for the K-quants */
 	int32_t *row_tok;   /* [max_rows] */
 	int32_t *row_pos;   /* [max_rows] */
 	int32_t *row_slot;  /* [max_rows] */
@@ -379,6 +379,39 @@ typedef struct {
 	int np, n, post;
 } mm_job;
 
+/* mm_int: w computes with int8 activations (actquant.h) */
+static int mm_int(const pm_engine *e, const pm_weight *w)
+{
+	pm_qmm q = e->qmm[w->type];
+	return q.fn && w->cols % q.block == 0;
+}
+
+/*
+ * The quantized input of a matmul job. The parts of a job read the same x
+ * (q, k, v; gate, up), so mm_run quantizes it once, before the job, into
+ * e->aq32 and/or e->aq256 (the blocks its parts' kernels need: a file can
+ * mix 32- and 256-block types), and every chunk reads that one copy. The
+ * quantization is split by rows: a row's bytes do not depend on the split.
+ */
+typedef struct {
+	const float *x;
+	int k, n, blocks; /* blocks: 1 for 32, 2 for 256, 3 for both */
+} aq_job;
+
+static void aq_task(pm_engine *e, const void *arg, int c, int nc, int tid)
+{
+	const aq_job *j = arg;
+	int r0 = (int)((int64_t)j->n * c / nc), r1 = (int)((int64_t)j->n * (c + 1) / nc);
+	size_t rb32 = pm_act_row_bytes(32, j->k), rb256 = pm_act_row_bytes(256, j->k);
+	for (int r = r0; r < r1; r++) {
+		const float *x = j->x + (size_t)r * j->k;
+		if (j->blocks & 1)
+			pm_quant_act(32, e->aq32 + (size_t)r * rb32, x, j->k, 1);
+		if (j->blocks & 2)
+			pm_quant_act(256, e->aq256 + (size_t)r * rb256, x, j->k, 1);
+	}
+}
+
 static void mm_range(const pm_weight *w, int c, int nc, int *m0, int *m1)
 {
 	int m = w->rows, tiles = (m + 3) / 4;
@@ -399,9 +432,9 @@ static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 			continue;
 		size_t ldo = (size_t)w->rows;
 		pm_qmm q = e->qmm[w->type];
-		if (q.fn && w->cols % q.block == 0)
-			pm_matmul_q(q, j->out[p], ldo, j->x, (size_t)w->cols, w, j->n, m0, m1,
-				    e->a_scratch + (size_t)tid * e->a_scratch_len);
+		if (mm_int(e, w))
+			q.fn(j->out[p], ldo, q.block == 32 ? e->aq32 : e->aq256,
+			     pm_act_row_bytes(q.block, w->cols), w, j->n, m0, m1);
 		else
 			pm_matmul_w(e->k, e->dq[w->type], j->out[p], ldo, j->x, w, j->n, m0, m1,
 				    e->w_scratch + (size_t)tid * e->w_scratch_len);
@@ -423,28 +456,36 @@ static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 }
 
 /*
- * Chunks of a matmul job. With integer kernels a chunk quantizes x again,
- * so they get one chunk per thread (as many quantizations as a static
- * split); the float path gets 4 per thread: a thread that starts late (a
+ * Chunks of a matmul job: 4 per thread, so a thread that starts late (a
  * worker waking up, or descheduled on a busy machine) leaves its chunks to
  * the others instead of making every thread wait for it.
  */
+#define MM_CHUNKS_PER_THREAD 4
+
 static int mm_chunks(const pm_engine *e, const mm_job *j)
 {
-	int nt = e->cfg.threads, q = 0, tiles = 0;
+	int nt = e->cfg.threads, tiles = 0;
 	if (nt == 1)
 		return 1;
 	for (int p = 0; p < j->np; p++) {
-		q |= e->qmm[j->w[p]->type].fn != NULL;
 		int t = (j->w[p]->rows + 3) / 4;
 		tiles = t > tiles ? t : tiles;
 	}
-	int nc = q ? nt : 4 * nt;
+	int nc = MM_CHUNKS_PER_THREAD * nt;
 	return nc < tiles ? nc : tiles;
 }
 
 static void mm_run(pm_engine *e, mm_job *j)
 {
+	aq_job a = {j->x, j->w[0]->cols, j->n, 0}; /* the parts share x, so its k */
+	for (int p = 0; p < j->np; p++)
+		if (mm_int(e, j->w[p]))
+			a.blocks |= e->qmm[j->w[p]->type].block == 32 ? 1 : 2;
+	if (a.blocks) {
+		/* a short batch quantizes on the caller: cheaper than a handoff */
+		int nc = e->cfg.threads == 1 || j->n < 16 ? 1 : 2 * e->cfg.threads;
+		run_job(e, aq_task, &a, nc < j->n ? nc : j->n);
+	}
 	run_job(e, mm_task, j, mm_chunks(e, j));
 }
 
@@ -1752,9 +1793,9 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	widest = widest > e->ffn ? widest : e->ffn;
 	e->w_scratch_len = (size_t)4 * widest;
 	ALLOC(e->w_scratch, (size_t)e->cfg.threads * e->w_scratch_len);
-	/* 32-blocks take the most bytes per element (actquant.h) */
-	e->a_scratch_len = (size_t)e->max_rows * ((size_t)(widest + 31) / 32) * sizeof(pm_act32);
-	ALLOC(e->a_scratch, (size_t)e->cfg.threads * e->a_scratch_len);
+	/* every matmul input is at most widest wide (vocab is only an output) */
+	ALLOC(e->aq32, (size_t)e->max_rows * (size_t)(widest / 32 + 1) * sizeof(pm_act32));
+	ALLOC(e->aq256, (size_t)e->max_rows * (size_t)(widest / 256 + 1) * sizeof(pm_act256));
 	ALLOC(e->row_tok, e->max_rows);
 	ALLOC(e->row_pos, e->max_rows);
 	ALLOC(e->row_slot, e->max_rows);
@@ -1829,7 +1870,8 @@ void pm_engine_free(pm_engine *e)
 	free(e->logits);
 	free(e->att_scratch);
 	free(e->w_scratch);
-	free(e->a_scratch);
+	free(e->aq32);
+	free(e->aq256);
 	free(e->row_tok);
 	free(e->row_pos);
 	free(e->row_slot);

@@ -301,6 +301,49 @@ static void test_act_avx2(void)
 	}
 }
 
+/* test_act_rows_avx2: whole rows quantized into pm_act32 and pm_act256
+ * blocks (d, the codes, s and bsums) are bitwise the same with the AVX2
+ * code as with the portable one, on random rows, rows of exact ties
+ * (halves at amax 127), rows with zero blocks, and all-zero rows. */
+static void test_act_rows_avx2(void)
+{
+	enum { K = 1024 };
+	static float x[K];
+	static pm_act32 a32[2][K / 32];
+	static pm_act256 a256[2][K / 256];
+	for (int it = 0; it < 120; it++) {
+		float scale = it % 7 == 0 ? 1e-39f : 1.0f + (float)(rnd() % 1000);
+		for (int i = 0; i < K; i++)
+			x[i] = (float)((int)(rnd() % 20001) - 10000) / 10000.0f * scale;
+		if (it % 3 == 1) /* amax 127 per 32: codes are x, halves are ties */
+			for (int i = 0; i < K; i++)
+				x[i] = i % 32 == 0 ? 127.0f
+						   : (float)((int)(rnd() % 255) - 127) + (rnd() % 2 ? 0.5f : 0.0f);
+		if (it % 4 == 2) /* a zero block of each size, and scattered zeros */
+			for (int i = 0; i < K; i++)
+				if (i < 256 || rnd() % 3 == 0)
+					x[i] = it % 8 == 2 ? -0.0f : 0.0f;
+		if (it % 10 == 5)
+			memset(x, 0, sizeof x);
+		memset(a32, 0x5a, sizeof a32);
+		memset(a256, 0x5a, sizeof a256);
+		for (int v = 0; v < 2; v++) {
+			CHECK(pm_quant_act(32, a32[v], x, K, v) == 0, "pm_quant_act 32 refused k %d", K);
+			CHECK(pm_quant_act(256, a256[v], x, K, v) == 0, "pm_quant_act 256 refused k %d", K);
+		}
+		CHECK(memcmp(a32[0], a32[1], sizeof a32[0]) == 0, "row %d: pm_act32 avx2 != portable", it);
+		CHECK(memcmp(a256[0], a256[1], sizeof a256[0]) == 0, "row %d: pm_act256 avx2 != portable", it);
+	}
+	/* the bsums are real sums: a row of all 127 gives 16 * 127 each */
+	for (int i = 0; i < 256; i++)
+		x[i] = 1.0f;
+	pm_quant_act(256, a256[1], x, 256, 1);
+	CHECK(a256[1][0].bsums[0] == 16 * 127 && a256[1][0].bsums[15] == 16 * 127,
+	      "bsums of a constant row: %d, %d, want %d", a256[1][0].bsums[0], a256[1][0].bsums[15], 16 * 127);
+	CHECK(pm_quant_act(256, a256[0], x, 288, 1) == -1 && pm_quant_act(64, a32[0], x, 256, 1) == -1,
+	      "pm_quant_act accepted a k or block it cannot quantize");
+}
+
 /* test_qmm checks every type's integer kernel of one set: against the
  * double product of the dequantized weights and activations, row r of a
  * batch bitwise row r alone, and any split of the weight rows bitwise the
@@ -420,6 +463,8 @@ int main(int argc, char **argv)
 	if (pm_kernels_avx2()) {
 		printf("activation quantizers: avx2 == portable\n");
 		test_act_avx2();
+		printf("activation rows: avx2 == portable\n");
+		test_act_rows_avx2();
 	}
 	printf("integer kernels (portable): %d types\n", test_qmm(0));
 	if (pm_kernels_avx2()) {
