@@ -45,7 +45,9 @@
  * tiles of 8 interleaved weight rows. Against the vpdpwssd tiles (1376 x
  * 512, one thread, CPU time of the kernel alone, GMAC/s): Q4_K 60 -> 78 at
  * 8 rows, 69 -> 91 at 16, 77 -> 101 at 64; Q5_K 55 -> 74, 65 -> 87,
- * 74 -> 99; Q6_K 53 -> 68, 63 -> 82, 74 -> 95.
+ * 74 -> 99; Q6_K 53 -> 68, 63 -> 82, 74 -> 95. The default Q4_K_M model
+ * (pmbench, one thread, process CPU time, medians of 7 alternating runs):
+ * batched decode at 8 1.18x, at 16 1.21x, prefill 256 1.14x.
  */
 #include "actquant.h"
 
