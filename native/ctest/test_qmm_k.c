@@ -4,8 +4,11 @@
  * more rows of x than one pass holds, extreme codes and scales (the
  * integer ranges), and the AVX2 set bitwise the portable one (both run the
  * same integer sums and the same float32 steps, qmm_k.c), in both of its
- * forms: with vpdpwssd where the CPU has AVX512-VNNI (pm_qmm_k(type, 1)
- * there) and with plain AVX2 instructions (pm_qmm_k(type, 2)).
+ * forms: where the CPU has AVX512-VNNI, pm_qmm_k(type, 1) (vpdpwssd at
+ * batch 1, interleaved vpdpbusd tiles of 8 weight rows for batches), and
+ * with plain AVX2 instructions (pm_qmm_k(type, 2)). M = 37 makes several
+ * tiles of 16 and of 8 rows and a short last one; N = 70 more rows of x
+ * than one pass (64) holds.
  */
 #include "actquant.h"
 #include "kernels.h"
@@ -97,6 +100,14 @@ int main(int argc, char **argv)
 				pm_matmul_q(q, part, M, x, K, &w, N, cuts[c], cuts[c + 1], scratch);
 			CHECK(memcmp(part, out[set], sizeof part) == 0, "%s type %u: a split changed a result",
 			      name, ty);
+			/* smaller batches, odd ones too (the VNNI batch path runs
+			 * rows of x in pairs, 64 per pass): the same rows */
+			int ns[] = {2, 3, 8, 16, 65};
+			for (int i = 0; i < 5; i++) {
+				pm_matmul_q(q, part, M, x, K, &w, ns[i], 0, M, scratch);
+				CHECK(memcmp(part, out[set], sizeof(float) * (size_t)ns[i] * M) == 0,
+				      "%s type %u: a batch of %d != the first rows of %d", name, ty, ns[i], N);
+			}
 			for (int r = 0; r < N; r += 13) {
 				pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
 				CHECK(memcmp(one, out[set] + (size_t)r * M, sizeof one) == 0,
