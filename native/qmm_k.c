@@ -945,8 +945,9 @@ static int has_vnni(void)
 #endif
 }
 
-/* pm_qmm_k: avx2 0 is the portable set; nonzero the AVX2 set, which uses
- * vpdpwssd where the CPU has it (bitwise the same results); 2 forces the
+/* pm_qmm_k: avx2 0 is the portable set; nonzero the AVX2 set, which where
+ * the CPU has AVX512-VNNI with VL uses vpdpwssd at batch 1 and kqmm_vnni's
+ * vpdpbusd tiles for batches (bitwise the same results); 2 forces the
  * plain AVX2 instructions (for tests on such CPUs). */
 pm_qmm pm_qmm_k(uint32_t type, int avx2)
 {
