@@ -10,6 +10,8 @@
  * tiles of 16 and of 8 rows and a short last one; N = 70 more rows of x
  * than one pass (64) holds.
  */
+#define CTEST_SEED 0x2545f4914f6cdd1dull
+#include "ctest.h"
 #include "actquant.h"
 #include "kernels.h"
 #include "weights.h"
@@ -18,31 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fails;
-#define CHECK(cond, ...)                                                              \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fails++;                                                      \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                 \
-			fprintf(stderr, "\n");                                        \
-		}                                                                     \
-	} while (0)
-
-static uint64_t rs = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void)
-{
-	rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-	return (uint32_t)(rs >> 16);
-}
-
-/* A finite F16 of magnitude about 2^-3 .. 2^1, random sign. */
-static void put_f16(uint8_t *p)
-{
-	uint16_t h = (uint16_t)(0x3000 + rnd() % 0x1000) | (uint16_t)(rnd() & 1 ? 0x8000 : 0);
-	memcpy(p, &h, 2);
-}
 
 enum { M = 37, K = 768, N = 70 };
 

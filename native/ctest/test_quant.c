@@ -13,6 +13,7 @@
  * (The Go tests check the C dequantizers against the Go codecs and the
  * engine's logits against the Go reference, per type.)
  */
+#include "ctest.h"
 #include "actquant.h"
 #include "kernels.h"
 #include "weights.h"
@@ -21,31 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fails;
-#define CHECK(cond, ...)                                                              \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fails++;                                                      \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                 \
-			fprintf(stderr, "\n");                                        \
-		}                                                                     \
-	} while (0)
-
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-	rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-	return (uint32_t)(rs >> 16);
-}
-
-/* A finite F16 of magnitude about 2^-3 .. 2^1, random sign. */
-static void put_f16(uint8_t *p)
-{
-	uint16_t h = (uint16_t)(0x3000 + rnd() % 0x1000) | (uint16_t)(rnd() & 1 ? 0x8000 : 0);
-	memcpy(p, &h, 2);
-}
 
 static const uint32_t all_types[] = {PM_TYPE_F32,  PM_TYPE_F16,  PM_TYPE_BF16, PM_TYPE_Q4_0,
 				     PM_TYPE_Q4_1, PM_TYPE_Q5_0, PM_TYPE_Q5_1, PM_TYPE_Q8_0,
