@@ -860,77 +860,35 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 	}
 }
 
-static VNNI void kqmm_vnni_q4_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				int m0, int m1)
-{
-	kqmm_vnni(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144);
-}
+/* KQMM_TYPE(t, K, bytes) defines type t's kernels: vqmm_t (AVX2: the
+ * decode path at batch 1, the unpacked tiles for batches) and vqmm_t_vnni
+ * (vpdpwssd at batch 1, the interleaved vpdpbusd tiles for batches). */
+#define KQMM_TYPE(T, K, BYTES)                                                                   \
+	static VNNI void kqmm_vnni_##T(float *out, size_t ldo, const void *xq, size_t xs,       \
+				       const pm_weight *w, int n, int m0, int m1)              \
+	{                                                                                        \
+		kqmm_vnni(out, ldo, xq, xs, w, n, m0, m1, K, BYTES);                             \
+	}                                                                                        \
+	static AVX2 void vqmm_##T(float *out, size_t ldo, const void *xq, size_t xs,            \
+				  const pm_weight *w, int n, int m0, int m1)                   \
+	{                                                                                        \
+		if (n == 1)                                                                      \
+			vqmv(out, xq, w, m0, m1, K, BYTES, 0);                                   \
+		else                                                                             \
+			vqmm(out, ldo, xq, xs, w, n, m0, m1, K, BYTES, 0);                       \
+	}                                                                                        \
+	static AVX2 void vqmm_##T##_vnni(float *out, size_t ldo, const void *xq, size_t xs,     \
+					 const pm_weight *w, int n, int m0, int m1)            \
+	{                                                                                        \
+		if (n == 1)                                                                      \
+			vqmv(out, xq, w, m0, m1, K, BYTES, 1);                                   \
+		else                                                                             \
+			kqmm_vnni_##T(out, ldo, xq, xs, w, n, m0, m1);                           \
+	}
 
-static VNNI void kqmm_vnni_q5_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				int m0, int m1)
-{
-	kqmm_vnni(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176);
-}
-
-static VNNI void kqmm_vnni_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				int m0, int m1)
-{
-	kqmm_vnni(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210);
-}
-
-static AVX2 void vqmm_q4_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-			   int m0, int m1)
-{
-	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q4, 144, 0);
-	else
-		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q4, 144, 0);
-}
-
-static AVX2 void vqmm_q4_k_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-			   int m0, int m1)
-{
-	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q4, 144, 1);
-	else
-		kqmm_vnni_q4_k(out, ldo, xq, xs, w, n, m0, m1);
-}
-
-static AVX2 void vqmm_q5_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-			   int m0, int m1)
-{
-	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q5, 176, 0);
-	else
-		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q5, 176, 0);
-}
-
-static AVX2 void vqmm_q5_k_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-			   int m0, int m1)
-{
-	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q5, 176, 1);
-	else
-		kqmm_vnni_q5_k(out, ldo, xq, xs, w, n, m0, m1);
-}
-
-static AVX2 void vqmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-			   int m0, int m1)
-{
-	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q6, 210, 0);
-	else
-		vqmm(out, ldo, xq, xs, w, n, m0, m1, K_Q6, 210, 0);
-}
-
-static AVX2 void vqmm_q6_k_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-			   int m0, int m1)
-{
-	if (n == 1)
-		vqmv(out, xq, w, m0, m1, K_Q6, 210, 1);
-	else
-		kqmm_vnni_q6_k(out, ldo, xq, xs, w, n, m0, m1);
-}
+KQMM_TYPE(q4_k, K_Q4, 144)
+KQMM_TYPE(q5_k, K_Q5, 176)
+KQMM_TYPE(q6_k, K_Q6, 210)
 
 #define HAVE_VQMM 1
 #endif
