@@ -51,6 +51,7 @@
  */
 #include "actquant.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* ---- portable ---- */
@@ -778,84 +779,175 @@ VNNI_INLINE __m256 kfinish8(__m256 acc, __m256i sumi, __m256i summ, const kblk8 
 						_mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ))));
 }
 
-/* kdot8x2: the super-block's term for the tile's 8 rows and two rows of x
- * (each weight vector loaded once for both) */
-VNNI_INLINE void kdot8x2(float *acc0, float *acc1, const kblk8 *t, const pm_act256 *x0, const pm_act256 *x1,
-			 int kind)
+/*
+ * kchain adds to si[j][r] (tile j of the pair, row r of x) one scale
+ * group: the chain of len (8 or 4) dwords from k0, each dword of R (4 or
+ * 2) rows of x broadcast against both tiles' weight vectors, then times
+ * the group's scale (sc[s] of each tile). Rows of x: x0, x0 + xs, x2, x2
+ * + xs (R 2: x0, x0 + xs; xs 0 repeats a row). It is one asm statement on
+ * fixed registers (ymm16..23 the chains, ymm29..31 the weight vectors and
+ * the broadcast): left to itself the compiler emitted one chain after
+ * another (8 dependent vpdpbusd in a row, too few independent ones in the
+ * scheduler window to hide their latency), computed the broadcasts ahead
+ * and spilled them, and spilled chains: about half the vpdpbusd rate.
+ */
+#define KB8 "2880" /* sizeof(kblk8): tile 1 of the pair, from tile 0 */
+#define KW(o) "vmovdqa32 " o "(%[wp]), %%ymm29\n\tvmovdqa32 " o "+" KB8 "(%[wp]), %%ymm30\n\t"
+#define KX(o, src, a0, a1)                                                                          \
+	"vpbroadcastd " o src ", %%ymm31\n\t%{evex%} vpdpbusd %%ymm31, %%ymm29, %%ymm" a0 "\n\t"    \
+	"%{evex%} vpdpbusd %%ymm31, %%ymm30, %%ymm" a1 "\n\t"
+#define KS(r, a0, a1)                                                                               \
+	"vpmulld (%[sp]), %%ymm" a0 ", %%ymm" a0 "\n\tvpaddd %%ymm" a0 ", %[s0" #r "], %[s0" #r "]\n\t" \
+	"vpmulld " KB8 "(%[sp]), %%ymm" a1 ", %%ymm" a1 "\n\tvpaddd %%ymm" a1 ", %[s1" #r "], %[s1" #r "]\n\t"
+#define KZ(a) "vpxord %%ymm" a ", %%ymm" a ", %%ymm" a "\n\t"
+#define KSTEP4(wo, xo)                                                                                  \
+	KW(wo) KX(xo, "(%[x0])", "16", "20") KX(xo, "(%[x0],%[xs])", "17", "21") KX(xo, "(%[x2])", "18", "22") \
+		KX(xo, "(%[x2],%[xs])", "19", "23")
+#define KSTEP2(wo, xo) KW(wo) KX(xo, "(%[x0])", "16", "20") KX(xo, "(%[x0],%[xs])", "17", "21")
+#define KCH4(STEP) STEP("0", "0") STEP("32", "4") STEP("64", "8") STEP("96", "12")
+#define KCH8(STEP) KCH4(STEP) STEP("128", "16") STEP("160", "20") STEP("192", "24") STEP("224", "28")
+#define KZ4 KZ("16") KZ("17") KZ("18") KZ("19") KZ("20") KZ("21") KZ("22") KZ("23")
+#define KZ2 KZ("16") KZ("17") KZ("20") KZ("21")
+#define KS4 KS(0, "16", "20") KS(1, "17", "21") KS(2, "18", "22") KS(3, "19", "23")
+#define KS2 KS(0, "16", "20") KS(1, "17", "21")
+#define KOUT4                                                                                              \
+	[s00] "+v"(si[0][0]), [s01] "+v"(si[0][1]), [s02] "+v"(si[0][2]), [s03] "+v"(si[0][3]),            \
+		[s10] "+v"(si[1][0]), [s11] "+v"(si[1][1]), [s12] "+v"(si[1][2]), [s13] "+v"(si[1][3])
+#define KOUT2 [s00] "+v"(si[0][0]), [s01] "+v"(si[0][1]), [s10] "+v"(si[1][0]), [s11] "+v"(si[1][1])
+#define KIN [wp] "r"(wp), [sp] "r"(sp), [x0] "r"(x0), [x2] "r"(x2), [xs] "r"(xs)
+#define KCLOB "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm29", "xmm30", "xmm31", "memory"
+_Static_assert(sizeof(kblk8) == 2880, "KB8 is sizeof(kblk8)");
+
+VNNI_INLINE void kchain(__m256i si[2][4], const kblk8 *t, const uint8_t *x0, const uint8_t *x2, size_t xs, int R,
+			int k0, int len, int s)
 {
-	__m256i si0 = _mm256_setzero_si256(), si1 = si0, sm0 = si0, sm1 = si0;
-	const uint8_t *q0 = (const uint8_t *)x0->q, *q1 = (const uint8_t *)x1->q;
+	const __m256i *wp = &t[0].q[k0], *sp = &t[0].sc[s];
+	x0 += 4 * k0, x2 += 4 * k0;
+	if (R == 4 && len == 8)
+		__asm__(KZ4 KCH8(KSTEP4) KS4 : KOUT4 : KIN : KCLOB);
+	else if (R == 4)
+		__asm__(KZ4 KCH4(KSTEP4) KS4 : KOUT4 : KIN : KCLOB);
+	else if (len == 8)
+		__asm__(KZ2 KCH8(KSTEP2) KS2 : KOUT2 : KIN : KCLOB);
+	else
+		__asm__(KZ2 KCH4(KSTEP2) KS2 : KOUT2 : KIN : KCLOB);
+}
+
+/* kdot16xr: the super-block's term for a pair of tiles (t[0], t[1]: 16
+ * weight rows) and R (2 or 4) rows of x (x[r], at stride xs as kchain
+ * says). Each broadcast activation dword feeds both tiles and each weight
+ * vector all R rows: a broadcast costs a load, and the loads (two per
+ * vpdpbusd for one tile against two rows of x) held the kernel well under
+ * the vpdpbusd rate. A group's sum is one chain per tile and row (Q4_K
+ * and Q5_K: 8 dwords, the 32 elements of a scale; Q6_K: 4, the 16 of
+ * each of its scales). */
+VNNI_INLINE void kdot16xr(float *const acc[], const kblk8 *t, const pm_act256 *const x[], size_t xs, int R, int kind)
+{
+	__m256i si[2][4], sm[2][4];
+#pragma GCC unroll 4
+	for (int r = 0; r < 4; r++)
+		si[0][r] = si[1][r] = sm[0][r] = sm[1][r] = _mm256_setzero_si256();
+	const uint8_t *x0 = (const uint8_t *)x[0]->q, *x2 = R == 4 ? (const uint8_t *)x[2]->q : x0;
 #pragma GCC unroll 8
 	for (int g = 0; g < 8; g++) {
-		/* the 32 elements 32g..32g+31 in two chains per row of x (16
-		 * elements each: Q6_K's groups, half of Q4_K's and Q5_K's) */
-		__m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0;
-#pragma GCC unroll 4
-		for (int k = 8 * g; k < 8 * g + 4; k++) {
-			__m256i wq = t->q[k], wr = t->q[k + 4];
-			a0 = _mm256_dpbusd_epi32(a0, wq, _mm256_set1_epi32(load32(q0 + 4 * k)));
-			a1 = _mm256_dpbusd_epi32(a1, wq, _mm256_set1_epi32(load32(q1 + 4 * k)));
-			b0 = _mm256_dpbusd_epi32(b0, wr, _mm256_set1_epi32(load32(q0 + 4 * k + 16)));
-			b1 = _mm256_dpbusd_epi32(b1, wr, _mm256_set1_epi32(load32(q1 + 4 * k + 16)));
-		}
 		if (kind == K_Q6) {
-			si0 = _mm256_add_epi32(si0, _mm256_add_epi32(_mm256_mullo_epi32(a0, t->sc[2 * g]),
-								      _mm256_mullo_epi32(b0, t->sc[2 * g + 1])));
-			si1 = _mm256_add_epi32(si1, _mm256_add_epi32(_mm256_mullo_epi32(a1, t->sc[2 * g]),
-								      _mm256_mullo_epi32(b1, t->sc[2 * g + 1])));
+			kchain(si, t, x0, x2, xs, R, 8 * g, 4, 2 * g);
+			kchain(si, t, x0, x2, xs, R, 8 * g + 4, 4, 2 * g + 1);
 		} else {
-			si0 = _mm256_add_epi32(si0, _mm256_mullo_epi32(_mm256_add_epi32(a0, b0), t->sc[g]));
-			si1 = _mm256_add_epi32(si1, _mm256_mullo_epi32(_mm256_add_epi32(a1, b1), t->sc[g]));
+			kchain(si, t, x0, x2, xs, R, 8 * g, 8, g);
 		}
 	}
 #pragma GCC unroll 8
 	for (int p = 0; p < 8; p++) {
-		sm0 = _mm256_dpwssd_epi32(sm0, t->corr[p], _mm256_set1_epi32(load32((const uint8_t *)(x0->bsums + 2 * p))));
-		sm1 = _mm256_dpwssd_epi32(sm1, t->corr[p], _mm256_set1_epi32(load32((const uint8_t *)(x1->bsums + 2 * p))));
+		__m256i c0 = t[0].corr[p], c1 = t[1].corr[p];
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			__m256i bs = _mm256_set1_epi32(load32((const uint8_t *)(x[r]->bsums + 2 * p)));
+			sm[0][r] = _mm256_dpwssd_epi32(sm[0][r], c0, bs);
+			sm[1][r] = _mm256_dpwssd_epi32(sm[1][r], c1, bs);
+		}
 	}
-	_mm256_store_ps(acc0, kfinish8(_mm256_load_ps(acc0), si0, sm0, t, x0->d, kind));
-	_mm256_store_ps(acc1, kfinish8(_mm256_load_ps(acc1), si1, sm1, t, x1->d, kind));
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		_mm256_storeu_ps(acc[r], kfinish8(_mm256_loadu_ps(acc[r]), si[0][r], sm[0][r], &t[0], x[r]->d, kind));
+		_mm256_storeu_ps(acc[r] + 8,
+				 kfinish8(_mm256_loadu_ps(acc[r] + 8), si[1][r], sm[1][r], &t[1], x[r]->d, kind));
+	}
 }
 
-/* kqmm_vnni: vqmm's loop with tiles of 8 rows (a short last tile repeats
- * its last row; those lanes are computed and dropped). An odd row of x
- * runs as a pair with itself, the copy's
- * outputs dropped. */
+/* kprefetch prefetches up to lines cache lines from p (not past end) and
+ * returns where it stopped. */
+VNNI_INLINE const char *kprefetch(const char *p, const char *end, int lines)
+{
+	for (; lines > 0 && p < end; lines--, p += 64)
+		_mm_prefetch(p, _MM_HINT_T0);
+	return p;
+}
+
+/* kqmm_vnni: vqmm's loop with tiles of 16 rows, two kblk8 (a short last
+ * tile repeats its last row; those lanes are computed and dropped), rows
+ * of x four at a time (the last one to three in twos, a single row with
+ * itself, the copy's outputs dropped). A whole tile accumulates in out
+ * itself; a short one in acc, copied out after its last super-block. */
 VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0,
 			   int m1, int kind, size_t bb)
 {
 	int nb = w->cols / 256;
 	size_t rb = w->row_bytes;
-	kblk8 t;
-	float acc[NR * 8] __attribute__((aligned(32))), spare[8] __attribute__((aligned(32)));
-	for (int mt = m0; mt < m1; mt += 8) {
-		int rows = m1 - mt < 8 ? m1 - mt : 8;
-		const uint8_t *row[8];
-		for (int i = 0; i < 8; i++)
+	kblk8 t[2];
+	float acc[NR * 16] __attribute__((aligned(32))), spare[16] __attribute__((aligned(32)));
+	for (int mt = m0; mt < m1; mt += 16) {
+		int rows = m1 - mt < 16 ? m1 - mt : 16;
+		const uint8_t *row[16];
+		for (int i = 0; i < 16; i++)
 			row[i] = pm_weight_row(w, mt + (i < rows ? i : rows - 1));
-		const char *next = (const char *)row[0] + 8 * rb;
-		size_t share = (8 * rb + (size_t)nb - 1) / (size_t)nb;
-		int prefetch = mt + 8 < m1;
+		const char *next = (const char *)row[0] + 16 * rb;
+		size_t share = (16 * rb + (size_t)nb - 1) / (size_t)nb;
+		int prefetch = mt + 16 < m1;
 		for (int r0 = 0; r0 < n; r0 += NR) {
 			int nr = n - r0 < NR ? n - r0 : NR;
-			memset(acc, 0, sizeof(float) * (size_t)nr * 8);
-			for (int b = 0; b < nb; b++) {
-				if (prefetch && r0 == 0)
-					for (size_t o = 0; o < share; o += 64)
-						_mm_prefetch(next + (size_t)b * share + o, _MM_HINT_T0);
-				const uint8_t *blk[8];
-				for (int i = 0; i < 8; i++)
-					blk[i] = row[i] + bb * (size_t)b;
-				kunpack8(&t, blk, kind);
-				for (int r = 0; r < nr; r += 2) {
-					int r1 = r + 1 < nr ? r + 1 : r;
-					const pm_act256 *x0 = (const pm_act256 *)((const char *)xq + (size_t)(r0 + r) * xs) + b;
-					const pm_act256 *x1 = (const pm_act256 *)((const char *)xq + (size_t)(r0 + r1) * xs) + b;
-					kdot8x2(acc + 8 * r, r1 > r ? acc + 8 * r1 : spare, &t, x0, x1, kind);
-				}
-			}
+			float *o = rows == 16 ? out + (size_t)r0 * ldo + mt : acc;
+			size_t ld = rows == 16 ? ldo : 16;
 			for (int r = 0; r < nr; r++)
-				memcpy(out + (size_t)(r0 + r) * ldo + mt, acc + 8 * r, sizeof(float) * (size_t)rows);
+				memset(o + (size_t)r * ld, 0, sizeof(float) * 16);
+			for (int b = 0; b < nb; b++) {
+				/* this super-block's share of the next tile, a few
+				 * lines after each step (a burst of them all at once
+				 * filled the miss buffers and stalled the loads) */
+				const char *pf = next + (size_t)b * share, *pfe = prefetch && r0 == 0 ? pf + share : pf;
+				const uint8_t *blk[16];
+				for (int i = 0; i < 16; i++)
+					blk[i] = row[i] + bb * (size_t)b;
+				kunpack8(&t[0], blk, kind);
+				pf = kprefetch(pf, pfe, 8);
+				kunpack8(&t[1], blk + 8, kind);
+				pf = kprefetch(pf, pfe, 8);
+				const pm_act256 *x0 = (const pm_act256 *)((const char *)xq + (size_t)r0 * xs) + b;
+				int r = 0;
+				for (; r + 4 <= nr; r += 4) {
+					const pm_act256 *x[4];
+					float *a[4];
+					for (int i = 0; i < 4; i++) {
+						x[i] = (const pm_act256 *)((const char *)x0 + (size_t)(r + i) * xs);
+						a[i] = o + (size_t)(r + i) * ld;
+					}
+					kdot16xr(a, t, x, xs, 4, kind);
+					pf = kprefetch(pf, pfe, 8);
+				}
+				for (; r < nr; r += 2) {
+					/* two rows, or the last one with itself (xs 0) */
+					int two = r + 1 < nr;
+					const pm_act256 *x[2] = {(const pm_act256 *)((const char *)x0 + (size_t)r * xs), NULL};
+					x[1] = two ? (const pm_act256 *)((const char *)x[0] + xs) : x[0];
+					float *a[2] = {o + (size_t)r * ld, two ? o + (size_t)(r + 1) * ld : spare};
+					kdot16xr(a, t, x, two ? xs : 0, 2, kind);
+					pf = kprefetch(pf, pfe, 8);
+				}
+				kprefetch(pf, pfe, INT_MAX);
+			}
+			if (rows < 16)
+				for (int r = 0; r < nr; r++)
+					memcpy(out + (size_t)(r0 + r) * ldo + mt, acc + 16 * r, sizeof(float) * (size_t)rows);
 		}
 	}
 }
