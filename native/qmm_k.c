@@ -682,32 +682,40 @@ VNNI_INLINE __m256i pair16(__m256i a, __m256i b)
 	return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(b, 16));
 }
 
+/* load8x16t: the 16 bytes at offset off of each block as 4 dwords, o[w]
+ * lane i holding dword w of row i (rows i and i + 4 share a load's
+ * register, then a 4 x 4 transpose in each 128-bit half) */
+VNNI_INLINE void load8x16t(__m256i o[4], const uint8_t *const b[8], size_t off)
+{
+	__m256i r[4], t[4];
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++)
+		r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b[i] + off))),
+					       _mm_loadu_si128((const __m128i *)(b[i + 4] + off)), 1);
+	t[0] = _mm256_unpacklo_epi32(r[0], r[1]), t[1] = _mm256_unpackhi_epi32(r[0], r[1]);
+	t[2] = _mm256_unpacklo_epi32(r[2], r[3]), t[3] = _mm256_unpackhi_epi32(r[2], r[3]);
+	o[0] = _mm256_unpacklo_epi64(t[0], t[2]), o[1] = _mm256_unpackhi_epi64(t[0], t[2]);
+	o[2] = _mm256_unpacklo_epi64(t[1], t[3]), o[3] = _mm256_unpackhi_epi64(t[1], t[3]);
+}
+
+/* kunpack8: the tile of 8 blocks b[i]. The scales are transposed as
+ * they are stored (one row per lane) and decoded on all 8 rows at once:
+ * decoding each row's 12 Q4_K/Q5_K scale bytes first and transposing the
+ * results was about a third of the unpacking's instructions. */
 VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], int kind)
 {
-	const __m256i m15 = _mm256_set1_epi8(15), mff = _mm256_set1_epi32(0xff);
-	__m128i h[8];
-	__m256i v[8], sv[8];
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256i sv[4];
 	if (kind == K_Q6) {
+		__m128i h[8];
 #pragma GCC unroll 16
-		for (int i = 0; i < 8; i++) {
+		for (int i = 0; i < 8; i++)
 			h[i] = _mm_cvtsi32_si128(load16(b[i] + 208));
-			v[i] = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b[i] + 192)));
-		}
-	} else {
-#pragma GCC unroll 16
-		for (int i = 0; i < 8; i++) {
-			h[i] = _mm_cvtsi32_si128(load32(b[i]));
-			v[i] = _mm256_castsi128_si256(kscales8(b[i]));
-		}
-	}
-	/* d (and dmin): the F16 words of the 8 rows */
-	__m128i h01 = _mm_unpacklo_epi32(h[0], h[1]), h23 = _mm_unpacklo_epi32(h[2], h[3]);
-	__m128i h45 = _mm_unpacklo_epi32(h[4], h[5]), h67 = _mm_unpacklo_epi32(h[6], h[7]);
-	__m256i hw = _mm256_set_m128i(_mm_unpacklo_epi64(h45, h67), _mm_unpacklo_epi64(h01, h23));
-	t->d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(hw, _mm256_set1_epi32(0xffff))));
-	t->dmin = kind == K_Q6 ? t->d : _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(hw, 16)));
-	tr8(sv, v); /* sv[w] lane i: scale bytes 4w..4w+3 of row i (w < 4) */
-	if (kind == K_Q6) {
+		__m128i h01 = _mm_unpacklo_epi32(h[0], h[1]), h23 = _mm_unpacklo_epi32(h[2], h[3]);
+		__m128i h45 = _mm_unpacklo_epi32(h[4], h[5]), h67 = _mm_unpacklo_epi32(h[6], h[7]);
+		__m256i hw = _mm256_set_m128i(_mm_unpacklo_epi64(h45, h67), _mm_unpacklo_epi64(h01, h23));
+		t->d = t->dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(hw, _mm256_set1_epi32(0xffff))));
+		load8x16t(sv, b, 192); /* sv[w] lane i: scales 4w..4w+3 of row i */
 #pragma GCC unroll 16
 		for (int s = 0; s < 16; s++)
 			t->sc[s] = _mm256_srai_epi32(_mm256_slli_epi32(sv[s / 4], 24 - 8 * (s % 4)), 24);
@@ -715,11 +723,27 @@ VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], int kind)
 		for (int p = 0; p < 8; p++)
 			t->corr[p] = pair16(_mm256_slli_epi32(t->sc[2 * p], 5), _mm256_slli_epi32(t->sc[2 * p + 1], 5));
 	} else {
-#pragma GCC unroll 16
-		for (int g = 0; g < 8; g++) {
-			t->sc[g] = _mm256_and_si256(_mm256_srli_epi32(sv[g / 4], 8 * (g % 4)), mff);
-			__m256i m = _mm256_and_si256(_mm256_srli_epi32(sv[2 + g / 4], 8 * (g % 4)), mff);
-			t->corr[g] = pair16(m, m);
+		/* sv[0] lane i: row i's d, dmin; sv[1..3]: its scale words u0,
+		 * u1, u2 (kscales: sub-block s < 4 has sc = byte s of u0, m =
+		 * byte s of u1, 6 bits each; s = 4 + j has sc = (byte j of u2)
+		 * & 15 | (byte j of u0) >> 6 << 4, m = (byte j of u2) >> 4 |
+		 * (byte j of u1) >> 6 << 4) */
+		load8x16t(sv, b, 0);
+		t->d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(sv[0], _mm256_set1_epi32(0xffff))));
+		t->dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(sv[0], 16)));
+		const __m256i m63 = _mm256_set1_epi32(63), m30 = _mm256_set1_epi32(0x30), m0f = _mm256_set1_epi32(15);
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++) {
+			__m256i sc = _mm256_and_si256(_mm256_srli_epi32(sv[1], 8 * j), m63);
+			__m256i m = _mm256_and_si256(_mm256_srli_epi32(sv[2], 8 * j), m63);
+			t->sc[j] = sc;
+			t->corr[j] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+			sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sv[3], 8 * j), m0f),
+					     _mm256_and_si256(_mm256_srli_epi32(sv[1], 8 * j + 2), m30));
+			m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sv[3], 8 * j + 4), m0f),
+					    _mm256_and_si256(_mm256_srli_epi32(sv[2], 8 * j + 2), m30));
+			t->sc[4 + j] = sc;
+			t->corr[4 + j] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
 		}
 	}
 	__m256i q[8];
