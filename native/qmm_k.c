@@ -637,7 +637,9 @@ AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0
 #define VNNI_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c,avx512vl,avx512vnni")))
 
 typedef struct {
-	__m256i q[64];   /* lane i: row i's codes of elements 4k..4k+3 */
+	__m256i q[64];   /* lane i: row i's codes of elements 4k..4k+3 (Q4_K: q[8c + k] its
+			  * packed bytes 4k..4k+3 of qs chunk c, elements 64c + 4k.. in the
+			  * low nibbles, 64c + 32 + 4k.. in the high ones) */
 	__m256i sc[16];  /* int32 scale per row: of 32-group g (Q4_K, Q5_K) or 16-group s (Q6_K) */
 	__m256i corr[8]; /* lane i: row i's int16 corr[2p], corr[2p+1] */
 	__m256 d, dmin;
@@ -770,14 +772,24 @@ VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], int kind)
 		}
 		return;
 	}
+	if (kind == K_Q4) {
+		/* the packed bytes, transposed: kchain takes the nibbles */
+#pragma GCC unroll 16
+		for (int c = 0; c < 4; c++) {
+			load8t(q, b, 16 + 32 * (size_t)c);
+#pragma GCC unroll 16
+			for (int k = 0; k < 8; k++)
+				t->q[8 * c + k] = q[k];
+		}
+		return;
+	}
 	__m256i hb[8];
 	if (kind == K_Q5)
 		load8t(hb, b, 16);
 	const __m256i m16 = _mm256_set1_epi8(16);
-	size_t qs = kind == K_Q5 ? 48 : 16;
 #pragma GCC unroll 16
 	for (int c = 0; c < 4; c++) {
-		load8t(q, b, qs + 32 * (size_t)c);
+		load8t(q, b, 48 + 32 * (size_t)c);
 #pragma GCC unroll 16
 		for (int k = 0; k < 8; k++) {
 			__m256i lo = _mm256_and_si256(q[k], m15), hi = _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m15);
@@ -817,6 +829,10 @@ VNNI_INLINE __m256 kfinish8(__m256 acc, __m256i sumi, __m256i summ, const kblk8 
  */
 #define KB8 "2880" /* sizeof(kblk8): tile 1 of the pair, from tile 0 */
 #define KW(o) "vmovdqa32 " o "(%[wp]), %%ymm29\n\tvmovdqa32 " o "+" KB8 "(%[wp]), %%ymm30\n\t"
+#define KWL(o) "vpandd " o "(%[wp]), %[m15], %%ymm29\n\tvpandd " o "+" KB8 "(%[wp]), %[m15], %%ymm30\n\t"
+#define KWH(o)                                                                                       \
+	"vpsrlw $4, " o "(%[wp]), %%ymm29\n\tvpsrlw $4, " o "+" KB8 "(%[wp]), %%ymm30\n\t"              \
+	"vpandd %%ymm29, %[m15], %%ymm29\n\tvpandd %%ymm30, %[m15], %%ymm30\n\t"
 #define KX(o, src, a0, a1)                                                                          \
 	"vpbroadcastd " o src ", %%ymm31\n\t%{evex%} vpdpbusd %%ymm31, %%ymm29, %%ymm" a0 "\n\t"    \
 	"%{evex%} vpdpbusd %%ymm31, %%ymm30, %%ymm" a1 "\n\t"
@@ -824,10 +840,16 @@ VNNI_INLINE __m256 kfinish8(__m256 acc, __m256i sumi, __m256i summ, const kblk8 
 	"vpmulld (%[sp]), %%ymm" a0 ", %%ymm" a0 "\n\tvpaddd %%ymm" a0 ", %[s0" #r "], %[s0" #r "]\n\t" \
 	"vpmulld " KB8 "(%[sp]), %%ymm" a1 ", %%ymm" a1 "\n\tvpaddd %%ymm" a1 ", %[s1" #r "], %[s1" #r "]\n\t"
 #define KZ(a) "vpxord %%ymm" a ", %%ymm" a ", %%ymm" a "\n\t"
-#define KSTEP4(wo, xo)                                                                                  \
-	KW(wo) KX(xo, "(%[x0])", "16", "20") KX(xo, "(%[x0],%[xs])", "17", "21") KX(xo, "(%[x2])", "18", "22") \
+#define KX4(xo) \
+	KX(xo, "(%[x0])", "16", "20") KX(xo, "(%[x0],%[xs])", "17", "21") KX(xo, "(%[x2])", "18", "22") \
 		KX(xo, "(%[x2],%[xs])", "19", "23")
-#define KSTEP2(wo, xo) KW(wo) KX(xo, "(%[x0])", "16", "20") KX(xo, "(%[x0],%[xs])", "17", "21")
+#define KX2(xo) KX(xo, "(%[x0])", "16", "20") KX(xo, "(%[x0],%[xs])", "17", "21")
+#define KSTEP4(wo, xo) KW(wo) KX4(xo)
+#define KSTEP2(wo, xo) KW(wo) KX2(xo)
+#define KSTEP4L(wo, xo) KWL(wo) KX4(xo)
+#define KSTEP2L(wo, xo) KWL(wo) KX2(xo)
+#define KSTEP4H(wo, xo) KWH(wo) KX4(xo)
+#define KSTEP2H(wo, xo) KWH(wo) KX2(xo)
 #define KCH4(STEP) STEP("0", "0") STEP("32", "4") STEP("64", "8") STEP("96", "12")
 #define KCH8(STEP) KCH4(STEP) STEP("128", "16") STEP("160", "20") STEP("192", "24") STEP("224", "28")
 #define KZ4 KZ("16") KZ("17") KZ("18") KZ("19") KZ("20") KZ("21") KZ("22") KZ("23")
@@ -838,19 +860,27 @@ VNNI_INLINE __m256 kfinish8(__m256 acc, __m256i sumi, __m256i summ, const kblk8 
 	[s00] "+v"(si[0][0]), [s01] "+v"(si[0][1]), [s02] "+v"(si[0][2]), [s03] "+v"(si[0][3]),            \
 		[s10] "+v"(si[1][0]), [s11] "+v"(si[1][1]), [s12] "+v"(si[1][2]), [s13] "+v"(si[1][3])
 #define KOUT2 [s00] "+v"(si[0][0]), [s01] "+v"(si[0][1]), [s10] "+v"(si[1][0]), [s11] "+v"(si[1][1])
-#define KIN [wp] "r"(wp), [sp] "r"(sp), [x0] "r"(x0), [x2] "r"(x2), [xs] "r"(xs)
+#define KIN [wp] "r"(wp), [sp] "r"(sp), [x0] "r"(x0), [x2] "r"(x2), [xs] "r"(xs), [m15] "v"(m15)
 #define KCLOB "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm29", "xmm30", "xmm31", "memory"
 _Static_assert(sizeof(kblk8) == 2880, "KB8 is sizeof(kblk8)");
 
 VNNI_INLINE void kchain(__m256i si[2][4], const kblk8 *t, const uint8_t *x0, const uint8_t *x2, size_t xs, int R,
-			int k0, int len, int s)
+			int k0, int len, int s, int wk, int nib)
 {
-	const __m256i *wp = &t[0].q[k0], *sp = &t[0].sc[s];
+	const __m256i *wp = &t[0].q[wk], *sp = &t[0].sc[s], m15 = _mm256_set1_epi8(15);
 	x0 += 4 * k0, x2 += 4 * k0;
-	if (R == 4 && len == 8)
+	if (R == 4 && len == 8 && nib == 1)
+		__asm__(KZ4 KCH8(KSTEP4L) KS4 : KOUT4 : KIN : KCLOB);
+	else if (R == 4 && len == 8 && nib == 2)
+		__asm__(KZ4 KCH8(KSTEP4H) KS4 : KOUT4 : KIN : KCLOB);
+	else if (R == 4 && len == 8)
 		__asm__(KZ4 KCH8(KSTEP4) KS4 : KOUT4 : KIN : KCLOB);
 	else if (R == 4)
 		__asm__(KZ4 KCH4(KSTEP4) KS4 : KOUT4 : KIN : KCLOB);
+	else if (len == 8 && nib == 1)
+		__asm__(KZ2 KCH8(KSTEP2L) KS2 : KOUT2 : KIN : KCLOB);
+	else if (len == 8 && nib == 2)
+		__asm__(KZ2 KCH8(KSTEP2H) KS2 : KOUT2 : KIN : KCLOB);
 	else if (len == 8)
 		__asm__(KZ2 KCH8(KSTEP2) KS2 : KOUT2 : KIN : KCLOB);
 	else
@@ -875,10 +905,13 @@ VNNI_INLINE void kdot16xr(float *const acc[], const kblk8 *t, const pm_act256 *c
 #pragma GCC unroll 8
 	for (int g = 0; g < 8; g++) {
 		if (kind == K_Q6) {
-			kchain(si, t, x0, x2, xs, R, 8 * g, 4, 2 * g);
-			kchain(si, t, x0, x2, xs, R, 8 * g + 4, 4, 2 * g + 1);
+			kchain(si, t, x0, x2, xs, R, 8 * g, 4, 2 * g, 8 * g, 0);
+			kchain(si, t, x0, x2, xs, R, 8 * g + 4, 4, 2 * g + 1, 8 * g + 4, 0);
+		} else if (kind == K_Q4) {
+			/* group g: the low (g even) or high nibbles of chunk g / 2 */
+			kchain(si, t, x0, x2, xs, R, 8 * g, 8, g, 8 * (g / 2), 1 + g % 2);
 		} else {
-			kchain(si, t, x0, x2, xs, R, 8 * g, 8, g);
+			kchain(si, t, x0, x2, xs, R, 8 * g, 8, g, 8 * g, 0);
 		}
 	}
 #pragma GCC unroll 8
@@ -1009,11 +1042,13 @@ KQMM_TYPE(q6_k, K_Q6, 210)
 #define HAVE_VQMM 1
 #endif
 
-/* has_vnni reports AVX512-VNNI with AVX512VL (vpdpwssd on ymm). */
+/* has_vnni reports AVX512-VNNI with AVX512VL (vpdpwssd on ymm) and
+ * AVX512BW (kchain's EVEX vpsrlw; every VNNI CPU has it). */
 static int has_vnni(void)
 {
 #ifdef HAVE_VQMM
-	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512bw");
 #else
 	return 0;
 #endif
