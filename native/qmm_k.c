@@ -48,6 +48,14 @@
  * 74 -> 99; Q6_K 53 -> 68, 63 -> 82, 74 -> 95. The default Q4_K_M model
  * (pmbench, one thread, process CPU time, medians of 7 alternating runs):
  * batched decode at 8 1.18x, at 16 1.21x, prefill 256 1.14x.
+ *
+ * Then kqmm_vnni took pairs of those tiles (16 weight rows) against four
+ * rows of x, each broadcast activation dword feeding both tiles, with each
+ * scale group's chains written as one asm statement (kchain says why), the
+ * scales transposed as stored and decoded on 8 rows at once, and Q4_K's
+ * nibbles taken in the dot product instead of stored: same measure, GMAC/s
+ * at 8, 16, 64 rows: Q4_K 76 -> 117, 85 -> 131, 98 -> 140; Q5_K 71 -> 96,
+ * 81 -> 114, 94 -> 137; Q6_K 65 -> 86, 74 -> 106, 85 -> 129.
  */
 #include "actquant.h"
 
@@ -631,7 +639,10 @@ AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0
  * on 8 lanes, so the results are bitwise those of the other paths. The
  * interleave is a dword transpose of the packed bytes (each dword of qs,
  * ql or qh holds 4 consecutive elements of one or two groups), done once
- * per tile and super-block and used by every row of x.
+ * per tile and super-block and used by every row of x. kqmm_vnni runs two
+ * such tiles (16 weight rows) against four rows of x at a time (kdot16xr):
+ * a broadcast costs a load, and at 8 rows against 2 the two loads per
+ * vpdpbusd held it at about half the vpdpbusd rate.
  */
 #define VNNI __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni")))
 #define VNNI_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c,avx512vl,avx512vnni")))

@@ -8,7 +8,8 @@
  * batch 1, interleaved vpdpbusd tiles of 8 weight rows for batches), and
  * with plain AVX2 instructions (pm_qmm_k(type, 2)). M = 37 makes several
  * tiles of 16 and of 8 rows and a short last one; N = 70 more rows of x
- * than one pass (64) holds.
+ * than one pass (64) holds, and batches of 2, 3, 8, 16, 65 and 70 take
+ * every grouping of rows of x (fours, a pair, a row paired with itself).
  */
 #define CTEST_SEED 0x2545f4914f6cdd1dull
 #include "ctest.h"
@@ -77,6 +78,19 @@ int main(int argc, char **argv)
 				pm_matmul_q(q, part, M, x, K, &w, N, cuts[c], cuts[c + 1], scratch);
 			CHECK(memcmp(part, out[set], sizeof part) == 0, "%s type %u: a split changed a result",
 			      name, ty);
+			/* a part writes its own columns only (the VNNI batch path
+			 * accumulates whole tiles of 16 in out itself) */
+			for (int c = 0; c + 1 < 5; c++) {
+				for (size_t i = 0; i < sizeof part / sizeof part[0]; i++)
+					part[i] = -77.0f;
+				pm_matmul_q(q, part, M, x, K, &w, N, cuts[c], cuts[c + 1], scratch);
+				int outside = 0;
+				for (int r = 0; r < N; r++)
+					for (int m = 0; m < M; m++)
+						outside += (m < cuts[c] || m >= cuts[c + 1]) && part[r * M + m] != -77.0f;
+				CHECK(outside == 0, "%s type %u: rows [%d, %d) wrote %d outputs outside them", name, ty,
+				      cuts[c], cuts[c + 1], outside);
+			}
 			/* smaller batches, odd ones too (the VNNI batch path runs
 			 * rows of x in pairs, 64 per pass): the same rows */
 			int ns[] = {2, 3, 8, 16, 65};
