@@ -57,7 +57,7 @@ static void swiglu_portable(float *g, const float *u, int n)
 
 static void attend_portable(float *out, const float *q, int g, int hd, const float *kbase,
 			    const float *vbase, const int32_t *table, int bs, size_t stride, int n,
-			    float scale, float *scratch)
+			    float scale, float *scratch, const pm_attend_next *next)
 {
 	/* scores[h][t] = q_h . k_t * scale */
 	for (int t = 0, b = 0; t < n; b++) {
@@ -376,18 +376,20 @@ static AVX2 void swiglu_avx2(float *g, const float *u, int n)
  *            (1 x 4 for an odd last head), so a key comes from memory once
  *            and from L1 for the other pairs;
  *   softmax: p[h][t] = exp(s[h][t] - max_h) / sum_h in place;
- *   values:  out_h = sum_t p[h][t] v_t, a chunk of positions (at
- *            most one cache block) at a time: the chunk's value rows come
+ *   values:  out_h = sum_t p[h][t] v_t, a chunk of positions (at most
+ *            one cache block, ATT_CHUNK) at a time: its value rows come
  *            into L1 once for every tile of G heads x W vectors (pv_tile),
  *            whose accumulators stay in registers across the chunk.
  * The rows of a slot lie in blocks anywhere in the cache, where the
  * hardware prefetcher loses them, so a cursor (kv_ahead) walks the key
- * rows and then the value rows ATT_AHEAD rows ahead of their use and
- * prefetches each one.
+ * rows, then the value rows, then the next call's key rows (when the
+ * caller names it), ATT_AHEAD rows ahead of their use, and prefetches
+ * each one.
  * Every score is one 8-lane FMA chain over hd in order (the masked tail
  * last) reduced by hsum4's tree; every output element is one FMA chain
- * over positions in order (kept in out between chunks: exact). So tile and chunk shapes never change a result: it
- * depends only on q, the cached rows and n.
+ * over positions in order (kept in out between chunks: exact). So tile
+ * and chunk shapes never change a result: it depends only on q, the
+ * cached rows and n.
  */
 #define ATT_AHEAD 16
 #define ATT_CHUNK 32 /* positions per values chunk, at most */
@@ -398,13 +400,20 @@ typedef struct {
 	int bs, n, hd;
 	size_t stride;
 	int t, b, o; /* next row: position t (block table[b], offset o), keys while t < n */
+	const pm_attend_next *next; /* where the cursor goes once this call's rows are done */
 } kv_ahead;
 
 /* ahead_step prefetches the cache lines of the cursor's row and moves on. */
 AVX2_INLINE void ahead_step(kv_ahead *a)
 {
-	if (a->t >= 2 * a->n)
-		return;
+	if (a->t >= 2 * a->n) {
+		if (!a->next)
+			return;
+		/* on to the next call's keys */
+		a->kbase = a->next->kbase, a->vbase = a->next->vbase;
+		a->table = a->next->table, a->n = a->next->n;
+		a->t = a->b = a->o = 0, a->next = NULL;
+	}
 	const float *base = a->t < a->n ? a->kbase : a->vbase;
 	const float *p = base + ((size_t)a->table[a->b] * (size_t)a->bs + (size_t)a->o) * a->stride;
 	uintptr_t l = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)(p + a->hd);
@@ -584,9 +593,9 @@ AVX2_INLINE void softmax_row(float *s, int n)
 
 static AVX2 void attend_avx2(float *out, const float *q, int g, int hd, const float *kbase,
 			     const float *vbase, const int32_t *table, int bs, size_t stride, int n,
-			     float scale, float *scratch)
+			     float scale, float *scratch, const pm_attend_next *next)
 {
-	kv_ahead pf = {kbase, vbase, table, bs, n, hd, stride, 0, 0, 0};
+	kv_ahead pf = {kbase, vbase, table, bs, n, hd, stride, 0, 0, 0, next};
 	for (int i = 0; i < ATT_AHEAD; i++)
 		ahead_step(&pf);
 	/* scores, 4 keys at a time */

@@ -6,7 +6,8 @@
  * Besides the tolerance, the invariances the engine relies on, bitwise:
  * a head's result does not depend on the other heads of its group (g = 1
  * gives the same bits), nor on where the slot's blocks lie in the cache,
- * nor on scratch contents or cache rows past n (poisoned with NaN).
+ * scratch contents, cache rows past n (poisoned with NaN) or the next call
+ * (pm_attend_next) a kernel may prefetch.
  * Buffers are allocated at their exact sizes, so ASan sees any overrun.
  */
 #define CTEST_SEED 0x6a09e667f3bcc909ull
@@ -51,13 +52,16 @@ static void build(cache *c, const float *k, const float *v, int hd, int bs, int 
 }
 
 static void run(const pm_kernels *kn, float *out, const float *q, int g, const cache *c,
-		float scale)
+		float scale, const cache *next)
 {
+	pm_attend_next nx = {0};
+	if (next)
+		nx = (pm_attend_next){next->kc + next->hd, next->vc + next->hd, next->table, next->n};
 	float *scr = malloc(sizeof(float) * g * c->n);
 	for (int i = 0; i < g * c->n; i++)
 		scr[i] = NAN;
 	kn->attend(out, q, g, c->hd, c->kc + c->hd, c->vc + c->hd, c->table, c->bs, c->stride, c->n,
-		   scale, scr);
+		   scale, scr, next ? &nx : NULL);
 	free(scr);
 }
 
@@ -116,7 +120,7 @@ static void test_kernel(const pm_kernels *kn)
 					cache c, c2;
 					build(&c, k, v, hd, bs, n, 0);
 					build(&c2, k, v, hd, bs, n, 1);
-					run(kn, out, q, g, &c, scale);
+					run(kn, out, q, g, &c, scale, NULL);
 					reference(ref, q, g, hd, k, v, n, scale);
 					for (int i = 0; i < g * hd; i++) {
 						/* |v| <= 1: an absolute bound is a relative one */
@@ -127,12 +131,16 @@ static void test_kernel(const pm_kernels *kn)
 						if (!(d <= 1e-6))
 							break;
 					}
-					run(kn, o2, q, g, &c2, scale);
+					run(kn, o2, q, g, &c2, scale, NULL);
 					CHECK(memcmp(out, o2, sizeof(float) * g * hd) == 0,
 					      "%s hd=%d g=%d n=%d: block placement changed a result", kn->name, hd,
 					      g, n);
+					run(kn, o2, q, g, &c, scale, &c2); /* a next call to prefetch */
+					CHECK(memcmp(out, o2, sizeof(float) * g * hd) == 0,
+					      "%s hd=%d g=%d n=%d: the next call changed a result", kn->name, hd,
+					      g, n);
 					for (int h = 0; h < g; h++) {
-						run(kn, one, q + (size_t)h * hd, 1, &c, scale);
+						run(kn, one, q + (size_t)h * hd, 1, &c, scale, NULL);
 						CHECK(memcmp(one, out + (size_t)h * hd, sizeof(float) * hd) == 0,
 						      "%s hd=%d g=%d n=%d: head %d alone differs", kn->name, hd, g,
 						      n, h);
