@@ -373,8 +373,8 @@ static AVX2 void swiglu_avx2(float *g, const float *u, int n)
  * Attention, AVX2, for the g query heads that share one KV head, in three
  * stages over one slot's paged cache:
  *   scores:  s[h][t] = (q_h . k_t) * scale in tiles of 2 heads x 4 keys
- *            (1 x 4 for an odd last head), so a key comes from memory once
- *            and from L1 for the other pairs;
+ *            (3 x 4 for the last three of an odd g, 1 x 4 for g = 1), so
+ *            a key comes from memory once and from L1 for the other tiles;
  *   softmax: p[h][t] = exp(s[h][t] - max_h) / sum_h in place;
  *   values:  out_h = sum_t p[h][t] v_t, a chunk of positions (at most
  *            one cache block, ATT_CHUNK) at a time: its value rows come
@@ -458,26 +458,65 @@ AVX2_INLINE void qk_tile(float *s0, float *s1, const float *q0, const float *q1,
 		_mm_storeu_ps(s1, _mm_mul_ps(hsum4(a10, a11, a12, a13), scale));
 }
 
-/* qk_keys: scores of the keys k[0..nk), nk <= 4, against every head. */
+/* qk_tile3: qk_tile for 3 heads: each key chunk is loaded once for all
+ * three (12 accumulators, 3 query vectors and 1 key vector: 16 registers). */
+AVX2_INLINE void qk_tile3(float *s0, float *s1, float *s2, const float *q0, const float *q1,
+			  const float *q2, const float *const *k, int hd, __m128 scale)
+{
+	__m256 a[3][4];
+#pragma GCC unroll 4
+	for (int h = 0; h < 3; h++)
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++)
+			a[h][j] = _mm256_setzero_ps();
+	int nv = hd & ~7;
+	for (int i = 0; i < nv; i += 8) {
+		__m256 u0 = _mm256_loadu_ps(q0 + i), u1 = _mm256_loadu_ps(q1 + i);
+		__m256 u2 = _mm256_loadu_ps(q2 + i);
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++) {
+			__m256 v = _mm256_loadu_ps(k[j] + i);
+			FMA(u0, v, a[0][j]), FMA(u1, v, a[1][j]), FMA(u2, v, a[2][j]);
+		}
+	}
+	if (hd & 7) {
+		__m256i mk = tail_mask(hd & 7);
+		__m256 u0 = _mm256_maskload_ps(q0 + nv, mk), u1 = _mm256_maskload_ps(q1 + nv, mk);
+		__m256 u2 = _mm256_maskload_ps(q2 + nv, mk);
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++) {
+			__m256 v = _mm256_maskload_ps(k[j] + nv, mk);
+			FMA(u0, v, a[0][j]), FMA(u1, v, a[1][j]), FMA(u2, v, a[2][j]);
+		}
+	}
+	_mm_storeu_ps(s0, _mm_mul_ps(hsum4(a[0][0], a[0][1], a[0][2], a[0][3]), scale));
+	_mm_storeu_ps(s1, _mm_mul_ps(hsum4(a[1][0], a[1][1], a[1][2], a[1][3]), scale));
+	_mm_storeu_ps(s2, _mm_mul_ps(hsum4(a[2][0], a[2][1], a[2][2], a[2][3]), scale));
+}
+
+/* qk_keys: scores of the keys k[0..nk), nk <= 4, against every head: in
+ * pairs, and the last three heads together when g is odd. */
 AVX2_INLINE void qk_keys(float *s, int n, int t0, const float *q, int g, int hd,
 			 const float **k, int nk, __m128 scale)
 {
-	float r[2][4];
+	float r[3][4];
 	for (int i = nk; i < 4; i++)
 		k[i] = k[0]; /* a short tile repeats a key; its scores are dropped */
-	for (int h = 0; h < g; h += 2) {
-		const float *q0 = q + (size_t)h * hd, *q1 = h + 1 < g ? q0 + hd : NULL;
-		float *s0 = s + (size_t)h * n + t0, *s1 = s0 + n;
-		if (nk == 4) {
-			qk_tile(s0, s1, q0, q1, k, hd, scale);
-			continue;
-		}
-		qk_tile(r[0], r[1], q0, q1, k, hd, scale);
-		for (int i = 0; i < nk; i++) {
-			s0[i] = r[0][i];
-			if (q1)
-				s1[i] = r[1][i];
-		}
+	for (int h = 0; h < g;) {
+		int th = g - h == 3 ? 3 : g - h >= 2 ? 2 : 1; /* heads in this tile */
+		const float *q0 = q + (size_t)h * hd;
+		float *s0 = s + (size_t)h * n + t0;
+		float *d0 = nk == 4 ? s0 : r[0], *d1 = nk == 4 ? s0 + n : r[1];
+		if (th == 3)
+			qk_tile3(d0, d1, nk == 4 ? s0 + 2 * (size_t)n : r[2], q0, q0 + hd, q0 + 2 * hd, k,
+				 hd, scale);
+		else
+			qk_tile(d0, d1, q0, th == 2 ? q0 + hd : NULL, k, hd, scale);
+		if (nk < 4)
+			for (int j = 0; j < th; j++)
+				for (int i = 0; i < nk; i++)
+					s0[(size_t)j * n + i] = r[j][i];
+		h += th;
 	}
 }
 
