@@ -500,6 +500,14 @@ typedef struct {
 	int layer, n;
 } att_job;
 
+/* att_item: item i = (row, KV head) as its attend call sees the cache. */
+static pm_attend_next att_item(const pm_engine *e, const float *kb, const float *vb, int i)
+{
+	int r = i / e->n_kv_heads, kh = i % e->n_kv_heads;
+	return (pm_attend_next){kb + (size_t)kh * e->hd, vb + (size_t)kh * e->hd,
+				e->slots[e->row_slot[r]].table, e->row_pos[r] + 1};
+}
+
 /* Items (row, kv head) are cut into chunks in order: a row's cost grows
  * with its position, so in a prefill the last chunks cost the most, and
  * many small chunks keep the threads level. */
@@ -512,13 +520,16 @@ static void att_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 	float *scratch = e->att_scratch + (size_t)tid * g * e->ctx;
 	const float *kb = kv_at(e, e->kcache, j->layer, 0, 0);
 	const float *vb = kv_at(e, e->vcache, j->layer, 0, 0);
-	for (int i = i0; i < i1; i++) {
-		int r = i / e->n_kv_heads, kh = i % e->n_kv_heads;
-		const slot *s = &e->slots[e->row_slot[r]];
-		size_t qo = (size_t)r * e->qdim + (size_t)kh * g * e->hd;
-		e->k->attend(e->att + qo, e->q + qo, g, e->hd, kb + (size_t)kh * e->hd,
-			     vb + (size_t)kh * e->hd, s->table, e->bs, (size_t)e->kvdim,
-			     e->row_pos[r] + 1, e->attn_scale, scratch);
+	if (i0 >= i1)
+		return;
+	/* each call is told the next one's rows, so its prefetches run on into them */
+	pm_attend_next cur = att_item(e, kb, vb, i0), next = cur;
+	for (int i = i0; i < i1; i++, cur = next) {
+		if (i + 1 < i1)
+			next = att_item(e, kb, vb, i + 1);
+		size_t qo = (size_t)(i / e->n_kv_heads) * e->qdim + (size_t)(i % e->n_kv_heads) * g * e->hd;
+		e->k->attend(e->att + qo, e->q + qo, g, e->hd, cur.kbase, cur.vbase, cur.table, e->bs,
+			     (size_t)e->kvdim, cur.n, e->attn_scale, scratch, i + 1 < i1 ? &next : NULL);
 	}
 }
 

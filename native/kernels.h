@@ -19,6 +19,13 @@
 
 #include "weights.h"
 
+/* pm_attend_next: the KV head and slot of the next attend call. */
+typedef struct {
+	const float *kbase, *vbase;
+	const int32_t *table;
+	int n;
+} pm_attend_next;
+
 typedef struct {
 	const char *name; /* "avx2" or "portable" */
 
@@ -41,10 +48,12 @@ typedef struct {
 	 * head, over positions 0..n-1 of one slot's paged cache. Position t lives
 	 * at kbase/vbase + ((size_t)table[t / bs] * bs + t % bs) * stride.
 	 * out[g][hd] = softmax(q k^T * scale) v. scratch holds g*n floats.
+	 * next, when set, is the call that follows (same hd, bs, stride): a
+	 * kernel may prefetch its first rows. It never changes a result.
 	 */
 	void (*attend)(float *out, const float *q, int g, int hd, const float *kbase,
 		       const float *vbase, const int32_t *table, int bs, size_t stride, int n,
-		       float scale, float *scratch);
+		       float scale, float *scratch, const pm_attend_next *next);
 } pm_kernels;
 
 extern const pm_kernels pm_kernels_portable;

@@ -42,8 +42,9 @@ for t in native/ctest/test_*.c; do
 	bin=$out/$(basename "${t%.c}")
 	"$CC" "${flags[@]}" "${srcs[@]}" "$t" -o "$bin" -lm -lpthread
 	runs=(1 2)
-	# the loader starts no threads; test_shapes sets its own thread counts
-	[[ $t == */test_gguf.c || $t == */test_shapes.c ]] && runs=(1)
+	# the loader and the attention kernels start no threads; test_shapes sets
+	# its own thread counts
+	[[ $t == */test_gguf.c || $t == */test_shapes.c || $t == */test_attend.c ]] && runs=(1)
 	for threads in "${runs[@]}"; do
 		echo "== $bin (threads $threads)"
 		if ! PICOMETER_TEST_THREADS=$threads "$bin" "native/ctest"; then
