@@ -445,38 +445,58 @@ DEC_INLINE __mmask64 bmask(int n)
 	return n <= 0 ? 0 : n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1;
 }
 
-/* word indexes: dest word 8b + i = src word o * b + a + i (b < 4, i < 8),
- * the 16 code bytes of block b into lane b (Q4_0: o 9, a 1; Q5_0: 11, 3) */
-DEC_INLINE __m512i qidx(int o, int a)
+/* wix: the permute index of word w of a step's bytes, held by a (words
+ * 0..31) and c (the step's bytes from cofs on: index 32 + w - cofs / 2) */
+DEC_INLINE int wix(int w, int cofs)
+{
+	return w < 32 ? w : 32 + w - cofs / 2;
+}
+
+/* qidx: dest word 8b + i = word o * b + a + i (b < 4, i < 8), the 16
+ * code bytes of block b into lane b (Q4_0: o 9, a 1; Q5_0: 11, 3) */
+DEC_INLINE __m512i qidx(int o, int a, int cofs)
 {
 	int16_t v[32];
 	for (int i = 0; i < 32; i++)
-		v[i] = (int16_t)(o * (i / 8) + a + i % 8);
+		v[i] = (int16_t)wix(o * (i / 8) + a + i % 8, cofs);
 	return _mm512_loadu_si512((const void *)v);
 }
 
 /*
  * drow: the codes u of blocks b < t (t <= 4) of one row from sp (the
  * row's first block of the step), block b's elements 0..15 in lane b of
- * *lo and 16..31 in lane b of *hi; *a, *c the step's first 128 bytes of
- * the row (masked to the t blocks), where dscales finds d_w.
+ * *lo and 16..31 in lane b of *hi; *a and *c the step's bytes 0..63 and
+ * cofs.. cofs + 63 (dscales finds d_w there). The step's n bytes are
+ * read with plain loads when n >= 64 (c the last 64 of them: masked byte
+ * loads cost a twentieth of Q4_0's decode time), else masked (a row's
+ * short last step; c unused).
  */
+DEC_INLINE int cofs_of(const int T, const int t)
+{
+	return t * tbytes(T) >= 64 ? t * tbytes(T) - 64 : 64;
+}
+
 DEC_INLINE void drow(const int T, const uint8_t *sp, const int t, __m512i *lo, __m512i *hi, __m512i *a,
 		     __m512i *c)
 {
-	const int BB = tbytes(T), n = t * BB;
-	*a = n >= 64 ? _mm512_loadu_si512((const void *)sp) : _mm512_maskz_loadu_epi8(bmask(n), sp);
-	*c = n >= 128 ? _mm512_loadu_si512((const void *)(sp + 64)) : _mm512_maskz_loadu_epi8(bmask(n - 64), sp + 64);
+	const int n = t * tbytes(T), cofs = cofs_of(T, t);
+	if (n >= 64) {
+		*a = _mm512_loadu_si512((const void *)sp);
+		*c = _mm512_loadu_si512((const void *)(sp + cofs));
+	} else {
+		*a = _mm512_maskz_loadu_epi8(bmask(n), sp);
+		*c = _mm512_setzero_si512();
+	}
 	const __m512i m15 = _mm512_set1_epi8(15);
 	if (T == T4_0) {
-		__m512i q = _mm512_permutex2var_epi16(*a, qidx(9, 1), *c);
+		__m512i q = _mm512_permutex2var_epi16(*a, qidx(9, 1, cofs), *c);
 		*lo = _mm512_and_si512(q, m15);
 		*hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m15);
 	} else { /* T5_0 */
-		__m512i q = _mm512_permutex2var_epi16(*a, qidx(11, 3), *c);
+		__m512i q = _mm512_permutex2var_epi16(*a, qidx(11, 3, cofs), *c);
 		/* qh of block b: words 11b + 1 (bits 0..15) and 11b + 2 (16..31) */
-		const __m512i hidx = _mm512_setr_epi32(1 | 12 << 16, 23 | 34 << 16, 2 | 13 << 16, 24 | 35 << 16,
-						       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+		const __m512i hidx = _mm512_setr_epi32(1 | 12 << 16, 23 | wix(34, cofs) << 16, 2 | 13 << 16,
+						       24 | wix(35, cofs) << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 		__m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(*a, hidx, *c));
 		const __m512i s16 = _mm512_set1_epi8(16);
 		__m512i l = _mm512_and_si512(q, m15), u = _mm512_and_si512(_mm512_srli_epi16(q, 4), m15);
@@ -485,9 +505,9 @@ DEC_INLINE void drow(const int T, const uint8_t *sp, const int t, __m512i *lo, _
 	}
 }
 
-/* dscales: the 16 d_w of a quad's step as floats, block b row r at lane
- * 4b + r, from each row's *a, *c (drow) */
-DEC_INLINE __m512 dscales(const int T, const __m512i *a, const __m512i *c)
+/* dscales: the 16 d_w of a quad's step of t blocks as floats, block b row
+ * r at lane 4b + r, from each row's *a, *c (drow) */
+DEC_INLINE __m512 dscales(const int T, const int t, const __m512i *a, const __m512i *c)
 {
 	const int o = tbytes(T) / 2; /* block b's d is word o * b */
 	__m512i d;
@@ -505,7 +525,7 @@ DEC_INLINE __m512 dscales(const int T, const __m512i *a, const __m512i *c)
 		int16_t v[32] = {0};
 		for (int b = 0; b < 4; b++)
 			for (int r = 0; r < 4; r++)
-				v[4 * b + r] = (int16_t)(o * b);
+				v[4 * b + r] = (int16_t)wix(o * b, cofs_of(T, t));
 		__m512i ix = _mm512_loadu_si512((const void *)v);
 		d = _mm512_permutex2var_epi16(a[0], ix, c[0]);
 		d = _mm512_mask_mov_epi16(d, 0x22222222, _mm512_permutex2var_epi16(a[1], ix, c[1]));
@@ -532,7 +552,7 @@ DEC_INLINE void dstep(const int T, const int Q, const int t, const uint8_t *cons
 		__m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
 		__m512 si = _mm512_cvtepi32_ps(
 			_mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1)));
-		__m512 dw = dscales(T, a, c);
+		__m512 dw = dscales(T, t, a, c);
 		__m512 dd = _mm512_mul_ps(dw, g->d);
 		__m512 mw = _mm512_mul_ps(dw, _mm512_set1_ps(-(float)offset(T)));
 		__m128 yq = y[q], zq = z[q];
