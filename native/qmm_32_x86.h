@@ -520,7 +520,8 @@ DEC_INLINE __m512 dscales(const int T, const int t, const __m512i *a, const __m5
 		}
 		__m512i p = _mm512_permutex2var_epi16(a[0], _mm512_loadu_si512((const void *)v0), a[1]);
 		__m512i q = _mm512_permutex2var_epi16(a[2], _mm512_loadu_si512((const void *)v1), a[3]);
-		d = _mm512_mask_mov_epi16(p, 0xcccccccc, q);
+		d = _mm512_castsi256_si512(
+			_mm256_blend_epi32(_mm512_castsi512_si256(p), _mm512_castsi512_si256(q), 0xaa));
 	} else {
 		int16_t v[32] = {0};
 		for (int b = 0; b < 4; b++)
