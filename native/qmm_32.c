@@ -25,7 +25,9 @@
  * The two sets agree closely, not bitwise (FMA rounds once; the offset).
  *
  * Speed: decode (n == 1) runs 4 weight rows at a time against the one
- * activation row, prefetching the next 4 rows as matvec.c does; batches
+ * activation row, prefetching the next 4 rows as matvec.c does (with
+ * VNNI, Q4_0 and Q5_0 take 4 blocks of 4 rows per step on 512-bit
+ * registers, no horizontal sum per block: qmm_32_x86.h); batches
  * and prefill run tiles of 4 weight rows x 4 activation rows (AVX2), or,
  * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 8 weight rows
  * interleaved per k-chunk against every activation row of the chunk with
@@ -152,7 +154,9 @@ pm_qmm_fn qmm_32_vnni(uint32_t type); /* qmm_32_vnni.c */
 static int cpu_has_vnni(void)
 {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+	/* the decode path's 512-bit registers want F and BW too: every VNNI CPU has them */
+	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 }
 #endif
 

@@ -416,6 +416,75 @@ static int test_qmm_vnni(void)
 	return compared;
 }
 
+/* test_qmm_decode: the 32-block kernels' decode path (n == 1; on AVX-512
+ * its own 512-bit steps of 4 blocks x 4 or 8 rows) gives bitwise each
+ * row's batch result and the AVX2 build's, for row counts that leave 1..7
+ * rows over, block counts that leave 1..3 blocks over a step, any split,
+ * and all-zero or signed-zero activations. The weights are allocated to
+ * their exact size, so ASan sees a read past the matrix. Returns the
+ * number of (type, k) cases compared. */
+static int test_qmm_decode(void)
+{
+	static const int ks[] = {32, 64, 96, 128, 544, 608, 1376};
+	enum { M = 23, N = 3, KMAX = 1376 };
+	static float x[N * KMAX], b1[M], b0[M], bn[N * M], sp[M];
+	static char scratch[N * KMAX * 2];
+	int cases = 0;
+	for (size_t t = 0; t < N_TYPES; t++) {
+		uint32_t ty = all_types[t];
+		pm_qmm q0 = pm_qmm_32_x86(ty, 0), q1 = pm_qmm_32_x86(ty, 1);
+		if (!q0.fn)
+			continue;
+		for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+			int K = ks[ki];
+			size_t rb = pm_type_row_bytes(ty, K);
+			uint8_t *wb = malloc(rb * M);
+			CHECK(wb != NULL, "malloc");
+			if (!wb)
+				return cases;
+			random_rows(wb, ty, M, K);
+			pm_weight w = {wb, ty, M, K, rb};
+			for (int it = 0; it < 3; it++) {
+				for (int i = 0; i < N * K; i++)
+					x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+				if (it == 1)
+					for (int i = 0; i < K; i++)
+						x[i] = i % 3 ? -0.0f : 0.0f;
+				if (it == 2)
+					for (int i = 32; i < K && i < 96; i++)
+						x[i] = 0.0f;
+				pm_qmm qs[2] = {q0, q1};
+				for (int v = 0; v < 2; v++) {
+					pm_qmm q = qs[v];
+					if (!q.fn)
+						continue;
+					pm_matmul_q(q, bn, M, x, K, &w, N, 0, M, scratch);
+					pm_matmul_q(q, v ? b1 : b0, M, x, K, &w, 1, 0, M, scratch);
+					CHECK(memcmp(v ? b1 : b0, bn, sizeof b1) == 0,
+					      "%s type %u k %d: decode != row 0 of a batch of %d", v ? "vnni" : "avx2", ty,
+					      K, N);
+					static const int cuts[][4] = {{0, 4, 12, M}, {0, 8, 20, M}, {0, 16, 20, M}};
+					for (int c = 0; c < 3; c++) {
+						memset(sp, 0xff, sizeof sp);
+						for (int p = 0; p < 3; p++)
+							pm_matmul_q(q, sp, M, x, K, &w, 1, cuts[c][p], cuts[c][p + 1],
+								    scratch);
+						CHECK(memcmp(sp, v ? b1 : b0, sizeof sp) == 0,
+						      "%s type %u k %d: a split changed a decode result",
+						      v ? "vnni" : "avx2", ty, K);
+					}
+				}
+				if (q1.fn)
+					CHECK(memcmp(b0, b1, sizeof b0) == 0, "type %u k %d: VNNI decode != AVX2 decode",
+					      ty, K);
+			}
+			free(wb);
+			cases++;
+		}
+	}
+	return cases;
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -449,6 +518,8 @@ int main(int argc, char **argv)
 		CHECK(n == test_qmm(0), "the avx2 set has %d integer kernels, portable %d", n, test_qmm(0));
 	}
 	printf("integer kernels: VNNI == AVX2 (%d types; 0 without VNNI)\n", test_qmm_vnni());
+	if (pm_kernels_avx2())
+		printf("integer decode: == batch, splits, AVX2 == VNNI (%d cases)\n", test_qmm_decode());
 	if (fails) {
 		fprintf(stderr, "test_quant: %d failures\n", fails);
 		return 1;
