@@ -140,7 +140,8 @@ rm -f build/bench.part
 echo "== done in $((SECONDS - start)) s"
 
 # Skipped benchmarks, once each, with the reason logged before the SKIP line.
-skipped=$(awk '/^ +[^ ]+\.go:[0-9]+: / { why = $0; sub(/^ +/, "", why) }
+skipped=$(awk '/^Benchmark/ { why = "" }
+	/^ +[^ ]+\.go:[0-9]+: / { why = $0; sub(/^ +/, "", why) }
 	/^--- SKIP: / { line = $3 ": " why; if (!seen[line]++) print "  " line }' "$out")
 if [[ -n $skipped ]]; then
 	echo
