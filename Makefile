@@ -76,7 +76,7 @@ test-c: ## C engine and loader tests under AddressSanitizer + UBSan
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}
 
-bench: models build $(SE_BIN) $(BS_BIN) ## every benchmark (~15-20 min), summarised by benchstat (medians ± 95% confidence, BENCHCOUNT runs, default 6) and a per-model engine table; BENCH=regex picks some
+bench: models build $(SE_BIN) $(BS_BIN) ## every benchmark (16-21 min), summarised by benchstat (medians ± 95% confidence, BENCHCOUNT runs, default 6) and a per-model engine table; BENCH=regex picks some
 	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) BENCHSTAT=$(CURDIR)/$(BS_BIN) scripts/bench.sh $${BENCHCOUNT:-6}
 
 .PHONY: screenshot

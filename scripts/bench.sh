@@ -9,7 +9,7 @@
 #
 # Usage: scripts/bench.sh [COUNT]   (make bench: BENCHCOUNT, default 6)
 #
-# Each top-level benchmark is sized by its class (about 15 minutes in all on
+# Each top-level benchmark is sized by its class (16-21 minutes in all on
 # the 2-core reference machine; DEVELOPERS.md has the figures):
 #   types  BenchmarkTypes (native): COUNT runs of BENCHTIME_TYPES (500ms) per
 #          sub-benchmark. One op is a decode step of the whole batch or a
@@ -19,7 +19,7 @@
 #          BenchmarkVsStatsdExporter (sidecar): one run (-benchtime 1x).
 #          Each run already alternates its two sides for 16-24 rounds and
 #          reports medians over the rounds, or floods statsd_exporter with
-#          100,000 events; a run takes 10-70 s, so COUNT of them would take
+#          100,000 events; a run takes 10-100 s, so COUNT of them would take
 #          about 16 minutes on their own.
 #   other  every other benchmark: COUNT runs of BENCHTIME (300ms).
 # COUNT defaults to 6 because benchstat computes a 95% confidence interval
