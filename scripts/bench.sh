@@ -20,7 +20,7 @@
 #          Each run already alternates its two sides for 16-24 rounds and
 #          reports medians over the rounds, or floods statsd_exporter with
 #          100,000 events; a run takes 10-100 s, so COUNT of them would take
-#          about 16 minutes on their own.
+#          16-36 minutes on their own (measured at load 4 and at 6-12).
 #   other  every other benchmark: COUNT runs of BENCHTIME (300ms).
 # COUNT defaults to 6 because benchstat computes a 95% confidence interval
 # from 6 samples up; with 5 or fewer it prints ±∞.
