@@ -33,7 +33,17 @@ func defaultModel(tb testing.TB) string {
 	return testenv.File(tb, "default model (PICOMETER_DEFAULT_MODEL; make models)", os.Getenv("PICOMETER_DEFAULT_MODEL"))
 }
 
+// benchEngine opens path with openBenchEngine and closes it when b ends.
 func benchEngine(b *testing.B, path string, mod func(*Config)) *Engine {
+	b.Helper()
+	e := openBenchEngine(b, path, mod)
+	b.Cleanup(func() { e.Close() })
+	return e
+}
+
+// openBenchEngine opens path with the benchmarks' defaults (one thread, no
+// speculation) as mod changes them; the caller closes it.
+func openBenchEngine(b *testing.B, path string, mod func(*Config)) *Engine {
 	b.Helper()
 	cfg := DefaultConfig()
 	cfg.Threads = 1
@@ -45,7 +55,6 @@ func benchEngine(b *testing.B, path string, mod func(*Config)) *Engine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { e.Close() })
 	return e
 }
 

@@ -70,9 +70,21 @@ func BenchmarkTypes(b *testing.B) {
 		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
 		for _, t := range threads {
 			for _, n := range []int{1, 8, 16} {
+				// The engine is opened and its batch warmed up (prompts
+				// prefilled, then steps until every request decodes) once,
+				// and kept for every round go test runs of this
+				// sub-benchmark (b.N = 1, then larger): on smollm2-135m a
+				// step at batch 16 takes ~60 ms, so warming up again each
+				// round would cost a good part of a 500ms round.
+				var e *Engine
+				var l *decodeLoad
 				b.Run(fmt.Sprintf("model=%s/threads=%d/decode/batch=%d", name, t, n), func(b *testing.B) {
-					e := benchEngine(b, path, func(c *Config) { c.BMax = n; c.Threads = t })
-					l := newDecodeLoad(b, e, n, bytesPrompt("Once up"), Params{MaxTokens: 1 << 20})
+					if e == nil {
+						e = openBenchEngine(b, path, func(c *Config) { c.BMax = n; c.Threads = t })
+					}
+					if l == nil {
+						l = newDecodeLoad(b, e, n, bytesPrompt("Once up"), Params{MaxTokens: 1 << 20})
+					}
 					b.ReportAllocs()
 					l.tokens = 0
 					b.ResetTimer()
@@ -86,6 +98,9 @@ func BenchmarkTypes(b *testing.B) {
 						b.ReportMetric(rate*float64(mf.MatrixBytes)/lim, "bw_fraction")
 					}
 				})
+				if e != nil {
+					e.Close()
+				}
 			}
 			b.Run(fmt.Sprintf("model=%s/threads=%d/prefill=256", name, t), func(b *testing.B) {
 				pr := bytesPrompt(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 6)[:255])
