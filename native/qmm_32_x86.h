@@ -237,9 +237,22 @@ enum { XCHUNK = 64 };
  * interleaved codes (4 KiB) stay in L1 while the activation rows pass */
 enum { KB = 16 };
 
+/* bcast4: the 4 codes of group j (elements 4j..4j+3) at q, in every
+ * 32-bit lane: a load the compiler folds into vpdpbusd's broadcast operand
+ * (a copy of all 32 codes into an array first made gcc load them 8 at a
+ * time and move each through a general register: three ops instead of
+ * none) */
+QMM_INLINE __m256i bcast4(const int8_t *q, int j)
+{
+	int32_t v;
+	memcpy(&v, q + 4 * j, 4);
+	return _mm256_set1_epi32(v);
+}
+
 /* rows8: R activation rows (xs bytes apart) against the k-chunk's
  * interleaved blocks g, their y updated in block order; R rows at once so
- * the fmadd chains of different rows overlap */
+ * the fmadd chains of different rows overlap. One vpdpbusd chain per row
+ * when R >= 4 (the rows' chains overlap), two for a lone row. */
 QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[KB][8], const __m256 *dw,
 		      const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
 {
@@ -249,14 +262,19 @@ QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[
 	for (int b = 0; b < kn; b++) {
 		UNROLL for (int r = 0; r < R; r++) {
 			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
-			int32_t q4[8];
-			memcpy(q4, a->q, 32);
-			__m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
-			UNROLL for (int j = 0; j < 8; j += 2) {
-				e = _mm256_dpbusd_epi32(e, g[b][j], _mm256_set1_epi32(q4[j]));
-				o = _mm256_dpbusd_epi32(o, g[b][j + 1], _mm256_set1_epi32(q4[j + 1]));
+			__m256i e = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[b][0], bcast4(a->q, 0));
+			if (R >= 4) {
+				UNROLL for (int j = 1; j < 8; j++)
+					e = _mm256_dpbusd_epi32(e, g[b][j], bcast4(a->q, j));
+			} else {
+				__m256i o = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[b][1], bcast4(a->q, 1));
+				UNROLL for (int j = 2; j < 8; j += 2) {
+					e = _mm256_dpbusd_epi32(e, g[b][j], bcast4(a->q, j));
+					o = _mm256_dpbusd_epi32(o, g[b][j + 1], bcast4(a->q, j + 1));
+				}
+				e = _mm256_add_epi32(e, o);
 			}
-			__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
+			__m256 si = _mm256_cvtepi32_ps(e);
 			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr[r]);
 			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), zr[r]);
 		}
