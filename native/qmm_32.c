@@ -152,7 +152,8 @@ pm_qmm_fn qmm_32_vnni(uint32_t type); /* qmm_32_vnni.c */
 static int cpu_has_vnni(void)
 {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512bw");
 }
 #endif
 

@@ -5,7 +5,7 @@
  * the AVX2 kernels' results (qmm_32_x86.h).
  */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define QMM_TARGET "avx2,fma,f16c,avx512vl,avx512vnni"
+#define QMM_TARGET "avx2,fma,f16c,avx512vl,avx512bw,avx512vnni"
 #define QMM_VNNI 1
 #define QMM_FN qmm_32_vnni
 #include "qmm_32_x86.h"

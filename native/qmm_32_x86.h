@@ -249,38 +249,60 @@ QMM_INLINE __m256i bcast4(const int8_t *q, int j)
 	return _mm256_set1_epi32(v);
 }
 
+/* row8: one activation block a against 8 interleaved weight blocks g
+ * (scales dw, mw), its 8 outputs' y and z updated; two vpdpbusd chains
+ * when the caller runs no other row beside it (CH 2), else one */
+QMM_INLINE void row8(const int CH, __m256 *y, __m256 *z, const __m256i g[8], __m256 dw, __m256 mw,
+		     const pm_act32 *a)
+{
+	__m256i e = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[0], bcast4(a->q, 0));
+	if (CH == 1) {
+		UNROLL for (int j = 1; j < 8; j++)
+			e = _mm256_dpbusd_epi32(e, g[j], bcast4(a->q, j));
+	} else {
+		__m256i o = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[1], bcast4(a->q, 1));
+		UNROLL for (int j = 2; j < 8; j += 2) {
+			e = _mm256_dpbusd_epi32(e, g[j], bcast4(a->q, j));
+			o = _mm256_dpbusd_epi32(o, g[j + 1], bcast4(a->q, j + 1));
+		}
+		e = _mm256_add_epi32(e, o);
+	}
+	*y = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(e), *y);
+	*z = _mm256_fmadd_ps(mw, _mm256_set1_ps(a->s), *z);
+}
+
 /* rows8: R activation rows (xs bytes apart) against the k-chunk's
  * interleaved blocks g, their y updated in block order; R rows at once so
- * the fmadd chains of different rows overlap. One vpdpbusd chain per row
- * when R >= 4 (the rows' chains overlap), two for a lone row. */
-QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[KB][8], const __m256 *dw,
-		      const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
+ * their chains overlap */
+QMM_INLINE void rows8(const int R, __m256 *y, __m256 *z, __m256i g[KB][8], const __m256 *dw, const __m256 *mw,
+		      const char *xq, size_t xs, int k0, int kn)
 {
 	__m256 yr[R], zr[R];
 	UNROLL for (int r = 0; r < R; r++)
 		yr[r] = y[r], zr[r] = z[r];
-	for (int b = 0; b < kn; b++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
-			__m256i e = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[b][0], bcast4(a->q, 0));
-			if (R >= 4) {
-				UNROLL for (int j = 1; j < 8; j++)
-					e = _mm256_dpbusd_epi32(e, g[b][j], bcast4(a->q, j));
-			} else {
-				__m256i o = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[b][1], bcast4(a->q, 1));
-				UNROLL for (int j = 2; j < 8; j += 2) {
-					e = _mm256_dpbusd_epi32(e, g[b][j], bcast4(a->q, j));
-					o = _mm256_dpbusd_epi32(o, g[b][j + 1], bcast4(a->q, j + 1));
-				}
-				e = _mm256_add_epi32(e, o);
-			}
-			__m256 si = _mm256_cvtepi32_ps(e);
-			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr[r]);
-			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), zr[r]);
-		}
-	}
+	for (int b = 0; b < kn; b++)
+		UNROLL for (int r = 0; r < R; r++)
+			row8(R >= 4 ? 1 : 2, &yr[r], &zr[r], g[b], dw[b], mw[b],
+			     (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b);
 	UNROLL for (int r = 0; r < R; r++)
 		y[r] = yr[r], z[r] = zr[r];
+}
+
+/* ucodes5: ucodes with AVX-512BW for the batch path: Q5_0's and Q5_1's
+ * 32 low nibbles from one broadcast load and a per-half shift, their fifth
+ * bits added as 16 under the mask qh (kmovd from memory) instead of
+ * spread into bytes by a shuffle and a compare (the same codes) */
+QMM_INLINE __m256i ucodes5(const int T, const uint8_t *b)
+{
+	if (T != T5_0 && T != T5_1)
+		return ucodes(T, b);
+	const uint8_t *qs = b + (T == T5_0 ? 6 : 8), *qh = b + (T == T5_0 ? 2 : 4);
+	__m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+	v = _mm256_and_si256(_mm256_srlv_epi16(v, _mm256_setr_epi64x(0, 0, 0x0004000400040004, 0x0004000400040004)),
+			     _mm256_set1_epi8(15));
+	uint32_t h;
+	memcpy(&h, qh, 4);
+	return _mm256_mask_add_epi8(v, (__mmask32)h, v, _mm256_set1_epi8(16));
 }
 
 /* interleave: g[j] = the codes of elements 4j..4j+3 of block p[i], row i
@@ -289,7 +311,7 @@ QMM_INLINE void interleave(const int T, __m256i g[8], const uint8_t *const p[8])
 {
 	__m256i u[8];
 	UNROLL for (int i = 0; i < 8; i++)
-		u[i] = ucodes(T, p[i]);
+		u[i] = ucodes5(T, p[i]);
 	/* 8 x 8 transpose of 32-bit groups */
 	__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
 	__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
@@ -329,6 +351,53 @@ QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
 	}
 }
 
+/* wblock8: block j of the 8 weight rows wr, interleaved into g, with its
+ * scales dw and min terms mw (m', see the top) */
+QMM_INLINE void wblock8(const int T, __m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *const wr[8], int j)
+{
+	const int BB = tbytes(T);
+	const uint8_t *p[8];
+	uint16_t hd[8], hm[8];
+	UNROLL for (int i = 0; i < 8; i++) {
+		p[i] = wr[i] + (size_t)j * BB;
+		memcpy(&hd[i], p[i], 2);
+		memcpy(&hm[i], p[i] + 2, 2);
+	}
+	if (T == T4_0 || T == T4_1)
+		interleave4(g, p, T == T4_0 ? 2 : 4);
+	else
+		interleave(T, g, p);
+	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+	*mw = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
+			 : _mm256_mul_ps(*dw, _mm256_set1_ps(-(float)offset(T)));
+}
+
+/* pf8: prefetch block j of the next tile's 8 rows (nx: the bytes after
+ * this tile's, where the next tile starts), 8 blocks' worth per block: the
+ * hardware prefetcher does not follow 8 interleaved row streams, and
+ * without it a batch of 8 spent a third of its matmul time waiting on
+ * weight loads (Q8_0 decode at batch 8 went from about 2,100 to 2,700
+ * tok/s, smollm2-135m Q4_K_M from 227 to 318). Prefetches are hints: past
+ * the matrix's end they fetch nothing harmful, and they never change a
+ * result. */
+QMM_INLINE void pf8(const int T, const char *nx, int j)
+{
+	const int BB = tbytes(T);
+	for (int o = 0; o < 8 * BB; o += 64)
+		_mm_prefetch(nx + (size_t)j * 8 * BB + o, _MM_HINT_T0);
+}
+
+/* store8: write the R rows' outputs y + z of a tile of nw (<= 8) rows */
+QMM_INLINE void store8(float *out, size_t ldo, int nw, const __m256 *y, const __m256 *z, int R)
+{
+	UNROLL for (int r = 0; r < R; r++) {
+		float v[8], *o = out + (size_t)r * ldo;
+		_mm256_storeu_ps(v, _mm256_add_ps(y[r], z[r]));
+		for (int i = 0; i < nw; i++)
+			o[i] = v[i];
+	}
+}
+
 /*
  * batch8: outputs of weight rows w .. w + nw - 1 (nw <= 8) against the n
  * (<= XCHUNK) activation rows at xq. Per k-chunk the 8 rows' codes are
@@ -336,13 +405,7 @@ QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
  * so vpdpbusd against the activation's 4 codes of group j broadcast adds
  * each row's partial sum into its own lane: S for 8 outputs in 8
  * instructions, no horizontal sums. A short tile repeats its last row.
- * The next tile's 8 rows (contiguous after these) are prefetched, 8
- * blocks' worth per block: the hardware prefetcher does not follow 8
- * interleaved row streams, and without it a batch of 8 spent a third of
- * its matmul time waiting on weight loads (Q8_0 decode at batch 8 went
- * from about 2,100 to 2,700 tok/s, smollm2-135m Q4_K_M from 227 to 318).
- * Prefetches are hints: past the matrix's end they fetch nothing harmful,
- * and they never change a result.
+ * The next tile's 8 rows (contiguous after these) are prefetched (pf8).
  */
 QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
 		       size_t xs, int n, int nb)
@@ -354,39 +417,85 @@ QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, si
 		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
 	for (int r = 0; r < n; r++)
 		y[r] = z[r] = _mm256_setzero_ps();
-	const int BB = tbytes(T);
 	const char *nx = (const char *)w + 8 * rb;
 	for (int k0 = 0; k0 < nb; k0 += KB) {
 		int kn = nb - k0 < KB ? nb - k0 : KB;
 		for (int b = 0; b < kn; b++) {
-			const uint8_t *p[8];
-			uint16_t hd[8], hm[8];
-			for (int o = 0; o < 8 * BB; o += 64)
-				_mm_prefetch(nx + (size_t)(k0 + b) * 8 * BB + o, _MM_HINT_T0);
-			UNROLL for (int i = 0; i < 8; i++) {
-				p[i] = wr[i] + (size_t)(k0 + b) * BB;
-				memcpy(&hd[i], p[i], 2);
-				memcpy(&hm[i], p[i] + 2, 2);
-			}
-			if (T == T4_0 || T == T4_1)
-				interleave4(g[b], p, T == T4_0 ? 2 : 4);
-			else
-				interleave(T, g[b], p);
-			dw[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
-			mw[b] = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
-					   : _mm256_mul_ps(dw[b], _mm256_set1_ps(-(float)offset(T)));
+			pf8(T, nx, k0 + b);
+			wblock8(T, g[b], &dw[b], &mw[b], wr, k0 + b);
 		}
 		int r = 0;
 		for (; r + 4 <= n; r += 4)
-			rows8(T, 4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows8(4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 		for (; r < n; r++)
-			rows8(T, 1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows8(1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 	}
-	for (int r = 0; r < n; r++) {
-		float v[8], *o = out + (size_t)r * ldo;
-		_mm256_storeu_ps(v, _mm256_add_ps(y[r], z[r]));
-		for (int i = 0; i < nw; i++)
-			o[i] = v[i];
+	store8(out, ldo, nw, y, z, n);
+}
+
+/*
+ * fused8: batch8 for R <= 8 activation rows in one pass over the blocks:
+ * each block's 8 weight rows are interleaved into registers and used at
+ * once by every row, so the interleave's shuffles overlap the rows'
+ * vpdpbusd chains instead of running as a phase of their own (small
+ * batches: there the interleave is shared by few rows). PF prefetches the
+ * next tile.
+ */
+QMM_INLINE void fused8(const int T, const int R, const int PF, float *out, size_t ldo, const uint8_t *w, size_t rb,
+		       int nw, const char *xq, size_t xs, int nb)
+{
+	const uint8_t *wr[8];
+	UNROLL for (int i = 0; i < 8; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	const char *nx = (const char *)w + 8 * rb;
+	__m256 y[R], z[R];
+	UNROLL for (int r = 0; r < R; r++)
+		y[r] = z[r] = _mm256_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m256i g[8];
+		__m256 dw, mw;
+		if (PF)
+			pf8(T, nx, b);
+		wblock8(T, g, &dw, &mw, wr, b);
+		UNROLL for (int r = 0; r < R; r++)
+			row8(R >= 4 ? 1 : 2, &y[r], &z[r], g, dw, mw, (const pm_act32 *)(xq + (size_t)r * xs) + b);
+	}
+	store8(out, ldo, nw, y, z, R);
+}
+
+/* small8: n <= FUSED rows against 8 weight rows, in groups of 8 (fused8);
+ * the first group prefetches the next tile. Beyond 8 rows the k-chunked
+ * batch8 wins (its interleave is shared by every row of the chunk): kernel
+ * alone, n = 16, Q5_0 500 us per layer of the default model chunked, 570
+ * fused; at n = 8 fused wins (Q8_0 253 against 278, Q4_0 239 against 257,
+ * Q5_0 level). */
+enum { FUSED = 8 };
+
+QMM_INLINE void small8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
+		       size_t xs, int n, int nb)
+{
+	for (int r = 0; r < n; r += 8) {
+		float *o = out + (size_t)r * ldo;
+		const char *x = xq + (size_t)r * xs;
+		int pf = r == 0;
+		switch (n - r < 8 ? n - r : 8) {
+#define FUSED_R(R)                                                                     \
+	case R:                                                                        \
+		if (pf)                                                                \
+			fused8(T, R, 1, o, ldo, w, rb, nw, x, xs, nb);                 \
+		else                                                                   \
+			fused8(T, R, 0, o, ldo, w, rb, nw, x, xs, nb);                 \
+		break;
+			FUSED_R(1)
+			FUSED_R(2)
+			FUSED_R(3)
+			FUSED_R(4)
+			FUSED_R(5)
+			FUSED_R(6)
+			FUSED_R(7)
+			FUSED_R(8)
+#undef FUSED_R
+		}
 	}
 }
 #endif
@@ -409,9 +518,15 @@ QMM_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t
 	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
 		int r1 = n - r0 < XCHUNK ? n : r0 + XCHUNK;
 #if QMM_VNNI
-		for (int m = m0; m < m1; m += 8)
-			batch8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8,
-			       x + (size_t)r0 * xs, xs, r1 - r0, nb);
+		for (int m = m0; m < m1; m += 8) {
+			float *o = out + (size_t)r0 * ldo + m;
+			const uint8_t *wm = pm_weight_row(w, m);
+			int nw = m1 - m < 8 ? m1 - m : 8;
+			if (n <= FUSED)
+				small8(T, o, ldo, wm, rb, nw, x + (size_t)r0 * xs, xs, r1 - r0, nb);
+			else
+				batch8(T, o, ldo, wm, rb, nw, x + (size_t)r0 * xs, xs, r1 - r0, nb);
+		}
 #else
 		for (int m = m0; m < m1; m += 4) {
 			const uint8_t *wm = pm_weight_row(w, m);
