@@ -237,16 +237,20 @@ enum { XCHUNK = 64 };
  * interleaved codes (4 KiB) stay in L1 while the activation rows pass */
 enum { KB = 16 };
 
-/* bcast4: the 4 codes of group j (elements 4j..4j+3) at q, in every
- * 32-bit lane: a load the compiler folds into vpdpbusd's broadcast operand
- * (a copy of all 32 codes into an array first made gcc load them 8 at a
- * time and move each through a general register: three ops instead of
- * none) */
-QMM_INLINE __m256i bcast4(const int8_t *q, int j)
+/* a 32-bit load that may alias the int8 codes it reads */
+typedef int32_t __attribute__((may_alias, aligned(1))) qmm_i32;
+
+/* dpb: acc + vpdpbusd of g against the 4 activation codes of group j at
+ * q (elements 4j..4j+3) broadcast to every 32-bit lane, the broadcast
+ * folded into the instruction ({1to8} from memory). gcc does not fold it
+ * by itself: from _mm256_set1_epi32 it emits a vpbroadcastd per vpdpbusd,
+ * and copying the 32 codes to an array first made it load them 8 at a
+ * time and move each through a general register (three more ops each);
+ * at 8 rows the batch path is bound by the ops it issues per vpdpbusd. */
+QMM_INLINE __m256i dpb(__m256i acc, __m256i g, const int8_t *q, int j)
 {
-	int32_t v;
-	memcpy(&v, q + 4 * j, 4);
-	return _mm256_set1_epi32(v);
+	__asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(g), "m"(*(const qmm_i32 *)(q + 4 * j)));
+	return acc;
 }
 
 /* row8: one activation block a against 8 interleaved weight blocks g
@@ -255,15 +259,15 @@ QMM_INLINE __m256i bcast4(const int8_t *q, int j)
 QMM_INLINE void row8(const int CH, __m256 *y, __m256 *z, const __m256i g[8], __m256 dw, __m256 mw,
 		     const pm_act32 *a)
 {
-	__m256i e = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[0], bcast4(a->q, 0));
+	__m256i e = dpb(_mm256_setzero_si256(), g[0], a->q, 0);
 	if (CH == 1) {
 		UNROLL for (int j = 1; j < 8; j++)
-			e = _mm256_dpbusd_epi32(e, g[j], bcast4(a->q, j));
+			e = dpb(e, g[j], a->q, j);
 	} else {
-		__m256i o = _mm256_dpbusd_epi32(_mm256_setzero_si256(), g[1], bcast4(a->q, 1));
+		__m256i o = dpb(_mm256_setzero_si256(), g[1], a->q, 1);
 		UNROLL for (int j = 2; j < 8; j += 2) {
-			e = _mm256_dpbusd_epi32(e, g[j], bcast4(a->q, j));
-			o = _mm256_dpbusd_epi32(o, g[j + 1], bcast4(a->q, j + 1));
+			e = dpb(e, g[j], a->q, j);
+			o = dpb(o, g[j + 1], a->q, j + 1);
 		}
 		e = _mm256_add_epi32(e, o);
 	}
