@@ -27,9 +27,10 @@
  * Speed: decode (n == 1) runs 4 weight rows at a time against the one
  * activation row, prefetching the next 4 rows as matvec.c does; batches
  * and prefill run tiles of 4 weight rows x 4 activation rows (AVX2), or,
- * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 8 weight rows
- * interleaved per k-chunk against every activation row of the chunk with
- * vpdpbusd, each weight block decoded once per tile.
+ * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 16 weight rows
+ * interleaved into 512-bit lanes against the activation rows with
+ * vpdpbusd, each weight block decoded once per tile: per block for up to
+ * 8 rows, per k-chunk for more.
  */
 #include "actquant.h"
 #include "kernels.h"
