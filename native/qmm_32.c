@@ -29,9 +29,10 @@
  * VNNI, Q4_0 and Q5_0 take 4 blocks of 4 rows per step on 512-bit
  * registers, no horizontal sum per block: qmm_32_x86.h); batches
  * and prefill run tiles of 4 weight rows x 4 activation rows (AVX2), or,
- * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 8 weight rows
- * interleaved per k-chunk against every activation row of the chunk with
- * vpdpbusd, each weight block decoded once per tile.
+ * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 16 weight rows
+ * interleaved into 512-bit lanes against the activation rows with
+ * vpdpbusd, each weight block decoded once per tile: per block for up to
+ * 8 rows, per k-chunk for more.
  */
 #include "actquant.h"
 #include "kernels.h"
@@ -154,7 +155,7 @@ pm_qmm_fn qmm_32_vnni(uint32_t type); /* qmm_32_vnni.c */
 static int cpu_has_vnni(void)
 {
 	__builtin_cpu_init();
-	/* the decode path's 512-bit registers want F and BW too: every VNNI CPU has them */
+	/* the 512-bit decode and batch paths want F and BW too: every VNNI CPU has them */
 	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
 	       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 }

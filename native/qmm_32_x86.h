@@ -1,7 +1,8 @@
 /*
  * qmm_32_x86.h: the x86 kernels of qmm_32.c, written once and built twice:
  * by qmm_32.c for AVX2 (QMM_VNNI 0) and by qmm_32_vnni.c for AVX-512 VNNI
- * on 256-bit registers (QMM_VNNI 1). Only the integer step differs
+ * (QMM_VNNI 1: 256-bit registers for decode, 512-bit lanes for the batch
+ * path's 16-row tiles). Only the integer step differs
  * (maddubs + madd, or one vpdpbusd); its lanes are exact integers either
  * way and every float operation is the same, so the two builds give
  * bitwise the same results (test_quant.c checks it). The includer defines
@@ -21,9 +22,11 @@
  * rows, their 4 outputs the lanes of one accumulator, the next 4 rows
  * prefetched; on VNNI, Q4_0 and Q5_0 in 512-bit steps of 4 blocks x 4
  * rows, decode512), the AVX2 batch tiles (4 weight rows x 4, 2 or 1 activation
- * rows) and the VNNI batch path (8 weight rows interleaved per k-chunk,
- * each activation group of 4 codes broadcast against them: no horizontal
- * sums) give every output bitwise the same value, whatever n or the split.
+ * rows) and the VNNI batch path (16 weight rows interleaved into the lanes
+ * of 512-bit registers, each activation group of 4 codes broadcast against
+ * them: no horizontal sums; lanes never mix, so the width changes no
+ * operation of an output) give every output bitwise the same value,
+ * whatever n or the split.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -234,36 +237,80 @@ QMM_INLINE void tile(const int T, const int R, const int PF, float *out, size_t 
 enum { XCHUNK = 64 };
 
 #if QMM_VNNI
-/* blocks per k-chunk of the VNNI batch path: 8 rows x KB blocks of
- * interleaved codes (4 KiB) stay in L1 while the activation rows pass */
+/* blocks per k-chunk of the VNNI batch path: 16 rows x KB blocks of
+ * interleaved codes (8 KiB) stay in L1 while the activation rows pass */
 enum { KB = 16 };
 
-/* rows8: R activation rows (xs bytes apart) against the k-chunk's
- * interleaved blocks g, their y updated in block order; R rows at once so
- * the fmadd chains of different rows overlap */
-QMM_INLINE void rows8(const int T, const int R, __m256 *y, __m256 *z, __m256i g[KB][8], const __m256 *dw,
-		      const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
+/* a 32-bit load that may alias the int8 codes it reads */
+typedef int32_t __attribute__((may_alias, aligned(1))) qmm_i32;
+
+/* dpb: acc + vpdpbusd of g against the 4 activation codes of group j at
+ * q (elements 4j..4j+3) broadcast to every 32-bit lane, the broadcast
+ * folded into the instruction ({1to16} from memory). gcc does not fold it
+ * by itself: from _mm256_set1_epi32 it emits a vpbroadcastd per vpdpbusd,
+ * and copying the 32 codes to an array first made it load them 8 at a
+ * time and move each through a general register (three more ops each);
+ * at 8 rows the batch path is bound by the ops it issues per vpdpbusd. */
+QMM_INLINE __m512i dpb(__m512i acc, __m512i g, const int8_t *q, int j)
 {
-	__m256 yr[R], zr[R];
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(g), "m"(*(const qmm_i32 *)(q + 4 * j)));
+	return acc;
+}
+
+/* row16: one activation block a against 16 interleaved weight blocks g
+ * (scales dw, mw), its 16 outputs' y and z updated; two vpdpbusd chains
+ * when the caller runs no other row beside it (CH 2), else one */
+QMM_INLINE void row16(const int CH, __m512 *y, __m512 *z, const __m512i g[8], __m512 dw, __m512 mw,
+		      const pm_act32 *a)
+{
+	__m512i e = dpb(_mm512_setzero_si512(), g[0], a->q, 0);
+	if (CH == 1) {
+		UNROLL for (int j = 1; j < 8; j++)
+			e = dpb(e, g[j], a->q, j);
+	} else {
+		__m512i o = dpb(_mm512_setzero_si512(), g[1], a->q, 1);
+		UNROLL for (int j = 2; j < 8; j += 2) {
+			e = dpb(e, g[j], a->q, j);
+			o = dpb(o, g[j + 1], a->q, j + 1);
+		}
+		e = _mm512_add_epi32(e, o);
+	}
+	*y = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a->d)), _mm512_cvtepi32_ps(e), *y);
+	*z = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s), *z);
+}
+
+/* rows16: R activation rows (xs bytes apart) against the k-chunk's
+ * interleaved blocks g, their y updated in block order; R rows at once so
+ * their chains overlap */
+QMM_INLINE void rows16(const int R, __m512 *y, __m512 *z, __m512i g[KB][8], const __m512 *dw, const __m512 *mw,
+		       const char *xq, size_t xs, int k0, int kn)
+{
+	__m512 yr[R], zr[R];
 	UNROLL for (int r = 0; r < R; r++)
 		yr[r] = y[r], zr[r] = z[r];
-	for (int b = 0; b < kn; b++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
-			int32_t q4[8];
-			memcpy(q4, a->q, 32);
-			__m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
-			UNROLL for (int j = 0; j < 8; j += 2) {
-				e = _mm256_dpbusd_epi32(e, g[b][j], _mm256_set1_epi32(q4[j]));
-				o = _mm256_dpbusd_epi32(o, g[b][j + 1], _mm256_set1_epi32(q4[j + 1]));
-			}
-			__m256 si = _mm256_cvtepi32_ps(_mm256_add_epi32(e, o));
-			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a->d)), si, yr[r]);
-			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a->s), zr[r]);
-		}
-	}
+	for (int b = 0; b < kn; b++)
+		UNROLL for (int r = 0; r < R; r++)
+			row16(R >= 4 ? 1 : 2, &yr[r], &zr[r], g[b], dw[b], mw[b],
+			      (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b);
 	UNROLL for (int r = 0; r < R; r++)
 		y[r] = yr[r], z[r] = zr[r];
+}
+
+/* ucodes5: ucodes with AVX-512BW for the batch path: Q5_0's and Q5_1's
+ * 32 low nibbles from one broadcast load and a per-half shift, their fifth
+ * bits added as 16 under the mask qh (kmovd from memory) instead of
+ * spread into bytes by a shuffle and a compare (the same codes) */
+QMM_INLINE __m256i ucodes5(const int T, const uint8_t *b)
+{
+	if (T != T5_0 && T != T5_1)
+		return ucodes(T, b);
+	const uint8_t *qs = b + (T == T5_0 ? 6 : 8), *qh = b + (T == T5_0 ? 2 : 4);
+	__m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+	v = _mm256_and_si256(_mm256_srlv_epi16(v, _mm256_setr_epi64x(0, 0, 0x0004000400040004, 0x0004000400040004)),
+			     _mm256_set1_epi8(15));
+	uint32_t h;
+	memcpy(&h, qh, 4);
+	return _mm256_mask_add_epi8(v, (__mmask32)h, v, _mm256_set1_epi8(16));
 }
 
 /* interleave: g[j] = the codes of elements 4j..4j+3 of block p[i], row i
@@ -272,7 +319,7 @@ QMM_INLINE void interleave(const int T, __m256i g[8], const uint8_t *const p[8])
 {
 	__m256i u[8];
 	UNROLL for (int i = 0; i < 8; i++)
-		u[i] = ucodes(T, p[i]);
+		u[i] = ucodes5(T, p[i]);
 	/* 8 x 8 transpose of 32-bit groups */
 	__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
 	__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
@@ -312,64 +359,170 @@ QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
 	}
 }
 
+/* wblock8: block j of the 8 weight rows wr, interleaved into g, with its
+ * scales dw and min terms mw (m', see the top) */
+QMM_INLINE void wblock8(const int T, __m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *const wr[8], int j)
+{
+	const int BB = tbytes(T);
+	const uint8_t *p[8];
+	uint16_t hd[8], hm[8];
+	UNROLL for (int i = 0; i < 8; i++) {
+		p[i] = wr[i] + (size_t)j * BB;
+		memcpy(&hd[i], p[i], 2);
+		memcpy(&hm[i], p[i] + 2, 2);
+	}
+	if (T == T4_0 || T == T4_1)
+		interleave4(g, p, T == T4_0 ? 2 : 4);
+	else
+		interleave(T, g, p);
+	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+	*mw = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
+			 : _mm256_mul_ps(*dw, _mm256_set1_ps(-(float)offset(T)));
+}
+
+/* wblock16: block j of the 16 weight rows wr, two wblock8 halves in the
+ * low and high 256 bits */
+QMM_INLINE void wblock16(const int T, __m512i g[8], __m512 *dw, __m512 *mw, const uint8_t *const wr[16], int j)
+{
+	__m256i lo[8], hi[8];
+	__m256 dl, dh, ml, mh;
+	wblock8(T, lo, &dl, &ml, wr, j);
+	wblock8(T, hi, &dh, &mh, wr + 8, j);
+	UNROLL for (int i = 0; i < 8; i++)
+		g[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[i]), hi[i], 1);
+	*dw = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(dl)), _mm256_castps_pd(dh), 1));
+	*mw = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(ml)), _mm256_castps_pd(mh), 1));
+}
+
+/* pf16: prefetch block j of the next tile's 16 rows (nx: the bytes after
+ * this tile's, where the next tile starts), 16 blocks' worth per block:
+ * the hardware prefetcher does not follow interleaved row streams, and
+ * without it a batch of 8 spent a third of its matmul time waiting on
+ * weight loads (Q8_0 decode at batch 8 went from about 2,100 to 2,700
+ * tok/s, smollm2-135m Q4_K_M from 227 to 318). Prefetches are hints: past
+ * the matrix's end they fetch nothing harmful, and they never change a
+ * result. */
+QMM_INLINE void pf16(const int T, const char *nx, int j)
+{
+	const int BB = tbytes(T);
+	for (int o = 0; o < 16 * BB; o += 64)
+		_mm_prefetch(nx + (size_t)j * 16 * BB + o, _MM_HINT_T0);
+}
+
+/* store16: write the R rows' outputs y + z of a tile of nw (<= 16) rows */
+QMM_INLINE void store16(float *out, size_t ldo, int nw, const __m512 *y, const __m512 *z, int R)
+{
+	UNROLL for (int r = 0; r < R; r++) {
+		float *o = out + (size_t)r * ldo;
+		__m512 v = _mm512_add_ps(y[r], z[r]);
+		if (nw == 16)
+			_mm512_storeu_ps(o, v);
+		else
+			_mm512_mask_storeu_ps(o, (__mmask16)((1u << nw) - 1), v);
+	}
+}
+
+/* rows of the weight tile of the VNNI batch path: 16, the lanes of a
+ * 512-bit register (Zen 4 runs it as two 256-bit halves: the gain is half
+ * the instructions per output, which bound this path) */
+enum { WT = 16 };
+
 /*
- * batch8: outputs of weight rows w .. w + nw - 1 (nw <= 8) against the n
- * (<= XCHUNK) activation rows at xq. Per k-chunk the 8 rows' codes are
+ * batch16: outputs of weight rows w .. w + nw - 1 (nw <= 16) against the
+ * n (<= XCHUNK) activation rows at xq. Per k-chunk the 16 rows' codes are
  * interleaved, g[b][j] = 4 codes of elements 4j..4j+3 of each row in turn,
  * so vpdpbusd against the activation's 4 codes of group j broadcast adds
- * each row's partial sum into its own lane: S for 8 outputs in 8
+ * each row's partial sum into its own lane: S for 16 outputs in 8
  * instructions, no horizontal sums. A short tile repeats its last row.
- * The next tile's 8 rows (contiguous after these) are prefetched, 8
- * blocks' worth per block: the hardware prefetcher does not follow 8
- * interleaved row streams, and without it a batch of 8 spent a third of
- * its matmul time waiting on weight loads (Q8_0 decode at batch 8 went
- * from about 2,100 to 2,700 tok/s, smollm2-135m Q4_K_M from 227 to 318).
- * Prefetches are hints: past the matrix's end they fetch nothing harmful,
- * and they never change a result.
+ * The next tile's rows (contiguous after these) are prefetched (pf16).
  */
-QMM_INLINE void batch8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
-		       size_t xs, int n, int nb)
+QMM_INLINE void batch16(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
+			size_t xs, int n, int nb)
 {
-	__m256i g[KB][8];
-	__m256 dw[KB], mw[KB], y[XCHUNK], z[XCHUNK];
-	const uint8_t *wr[8];
-	UNROLL for (int i = 0; i < 8; i++)
+	__m512i g[KB][8];
+	__m512 dw[KB], mw[KB], y[XCHUNK], z[XCHUNK];
+	const uint8_t *wr[WT];
+	UNROLL for (int i = 0; i < WT; i++)
 		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
 	for (int r = 0; r < n; r++)
-		y[r] = z[r] = _mm256_setzero_ps();
-	const int BB = tbytes(T);
-	const char *nx = (const char *)w + 8 * rb;
+		y[r] = z[r] = _mm512_setzero_ps();
+	const char *nx = (const char *)w + WT * rb;
 	for (int k0 = 0; k0 < nb; k0 += KB) {
 		int kn = nb - k0 < KB ? nb - k0 : KB;
 		for (int b = 0; b < kn; b++) {
-			const uint8_t *p[8];
-			uint16_t hd[8], hm[8];
-			for (int o = 0; o < 8 * BB; o += 64)
-				_mm_prefetch(nx + (size_t)(k0 + b) * 8 * BB + o, _MM_HINT_T0);
-			UNROLL for (int i = 0; i < 8; i++) {
-				p[i] = wr[i] + (size_t)(k0 + b) * BB;
-				memcpy(&hd[i], p[i], 2);
-				memcpy(&hm[i], p[i] + 2, 2);
-			}
-			if (T == T4_0 || T == T4_1)
-				interleave4(g[b], p, T == T4_0 ? 2 : 4);
-			else
-				interleave(T, g[b], p);
-			dw[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
-			mw[b] = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
-					   : _mm256_mul_ps(dw[b], _mm256_set1_ps(-(float)offset(T)));
+			pf16(T, nx, k0 + b);
+			wblock16(T, g[b], &dw[b], &mw[b], wr, k0 + b);
 		}
 		int r = 0;
 		for (; r + 4 <= n; r += 4)
-			rows8(T, 4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows16(4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 		for (; r < n; r++)
-			rows8(T, 1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows16(1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
 	}
-	for (int r = 0; r < n; r++) {
-		float v[8], *o = out + (size_t)r * ldo;
-		_mm256_storeu_ps(v, _mm256_add_ps(y[r], z[r]));
-		for (int i = 0; i < nw; i++)
-			o[i] = v[i];
+	store16(out, ldo, nw, y, z, n);
+}
+
+/*
+ * fused16: batch16 for R <= 8 activation rows in one pass over the
+ * blocks: each block's weight rows are interleaved into registers and
+ * used at once by every row, so the interleave's shuffles overlap the
+ * rows' vpdpbusd chains instead of running as a phase of their own (small
+ * batches: there the interleave is shared by few rows). PF prefetches the
+ * next tile.
+ */
+QMM_INLINE void fused16(const int T, const int R, const int PF, float *out, size_t ldo, const uint8_t *w,
+			size_t rb, int nw, const char *xq, size_t xs, int nb)
+{
+	const uint8_t *wr[WT];
+	UNROLL for (int i = 0; i < WT; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	const char *nx = (const char *)w + WT * rb;
+	__m512 y[R], z[R];
+	UNROLL for (int r = 0; r < R; r++)
+		y[r] = z[r] = _mm512_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m512i g[8];
+		__m512 dw, mw;
+		if (PF)
+			pf16(T, nx, b);
+		wblock16(T, g, &dw, &mw, wr, b);
+		UNROLL for (int r = 0; r < R; r++)
+			row16(R >= 4 ? 1 : 2, &y[r], &z[r], g, dw, mw, (const pm_act32 *)(xq + (size_t)r * xs) + b);
+	}
+	store16(out, ldo, nw, y, z, R);
+}
+
+/* small16: n <= FUSED rows against a weight tile, in groups of 8
+ * (fused16); the first group prefetches the next tile. Beyond 8 rows the
+ * k-chunked batch16 wins (its interleave is shared by every row of the
+ * chunk). */
+enum { FUSED = 8 };
+
+QMM_INLINE void small16(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
+			size_t xs, int n, int nb)
+{
+	for (int r = 0; r < n; r += 8) {
+		float *o = out + (size_t)r * ldo;
+		const char *x = xq + (size_t)r * xs;
+		int pf = r == 0;
+		switch (n - r < 8 ? n - r : 8) {
+#define FUSED_R(R)                                                                     \
+	case R:                                                                        \
+		if (pf)                                                                \
+			fused16(T, R, 1, o, ldo, w, rb, nw, x, xs, nb);                \
+		else                                                                   \
+			fused16(T, R, 0, o, ldo, w, rb, nw, x, xs, nb);                \
+		break;
+			FUSED_R(1)
+			FUSED_R(2)
+			FUSED_R(3)
+			FUSED_R(4)
+			FUSED_R(5)
+			FUSED_R(6)
+			FUSED_R(7)
+			FUSED_R(8)
+#undef FUSED_R
+		}
 	}
 }
 #endif
@@ -649,9 +802,15 @@ QMM_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t
 	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
 		int r1 = n - r0 < XCHUNK ? n : r0 + XCHUNK;
 #if QMM_VNNI
-		for (int m = m0; m < m1; m += 8)
-			batch8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8,
-			       x + (size_t)r0 * xs, xs, r1 - r0, nb);
+		for (int m = m0; m < m1; m += WT) {
+			float *o = out + (size_t)r0 * ldo + m;
+			const uint8_t *wm = pm_weight_row(w, m);
+			int nw = m1 - m < WT ? m1 - m : WT;
+			if (n <= FUSED)
+				small16(T, o, ldo, wm, rb, nw, x + (size_t)r0 * xs, xs, r1 - r0, nb);
+			else
+				batch16(T, o, ldo, wm, rb, nw, x + (size_t)r0 * xs, xs, r1 - r0, nb);
+		}
 #else
 		for (int m = m0; m < m1; m += 4) {
 			const uint8_t *wm = pm_weight_row(w, m);

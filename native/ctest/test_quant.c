@@ -387,13 +387,18 @@ static int test_qmm(int avx2)
 }
 
 /* test_qmm_vnni: where the CPU has AVX-512 VNNI, qmm_32's VNNI build gives
- * bitwise the AVX2 build's results, batched and alone. Returns the number
- * of types compared. */
+ * bitwise the AVX2 build's results at every batch size its batch path
+ * treats differently (1; the tails of 8-row groups; 8 and 16; past the
+ * 64-row chunk), over k of 17 blocks (a k-chunk of 16 and a short one),
+ * every row of a batch bitwise the row alone, and any split of the weight
+ * rows (whole 16-row tiles and splits inside one) bitwise the whole. Returns
+ * the number of types compared. */
 static int test_qmm_vnni(void)
 {
-	enum { M = 13, K = 512, N = 7 };
+	enum { M = 37, K = 544, N = 70 };
+	static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 33, 64, 65, N};
 	static uint8_t wb[M * K * 2];
-	static float x[N * K], a[N * M], v[N * M];
+	static float x[N * K], a[N * M], v[N * M], one[M], part[N * M];
 	static char scratch[N * K * 2];
 	int compared = 0;
 	for (size_t t = 0; t < N_TYPES; t++) {
@@ -406,11 +411,22 @@ static int test_qmm_vnni(void)
 		for (int i = 0; i < N * K; i++)
 			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
 		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K)};
-		for (int n = 1; n <= N; n += N - 1) {
+		for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+			int n = ns[c];
 			pm_matmul_q(q0, a, M, x, K, &w, n, 0, M, scratch);
 			pm_matmul_q(q1, v, M, x, K, &w, n, 0, M, scratch);
 			CHECK(memcmp(a, v, sizeof(float) * (size_t)(n * M)) == 0,
 			      "type %u, %d rows: the VNNI kernel != the AVX2 kernel", ty, n);
+			static const int cut[] = {0, 4, 6, 22, M};
+			for (int ci = 0; ci + 1 < (int)(sizeof cut / sizeof cut[0]); ci++)
+				pm_matmul_q(q1, part, M, x, K, &w, n, cut[ci], cut[ci + 1], scratch);
+			CHECK(memcmp(part, v, sizeof(float) * (size_t)(n * M)) == 0,
+			      "type %u, %d rows: a split changed a VNNI result", ty, n);
+		}
+		for (int r = 0; r < N; r++) {
+			pm_matmul_q(q1, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
+			CHECK(memcmp(one, v + (size_t)r * M, sizeof one) == 0,
+			      "type %u: VNNI row %d alone != in a batch of %d", ty, r, N);
 		}
 	}
 	return compared;
