@@ -15,17 +15,8 @@
 #include "engine.h"
 #include "kernels.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                              \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			failures++;                                                   \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                 \
-			fputc('\n', stderr);                                          \
-		}                                                                     \
-	} while (0)
+#define CTEST_SEED 88172645463325252ULL
+#include "ctest.h"
 
 /* ---- allocation counting (ASan's malloc hooks see every allocation) ---- */
 
@@ -65,7 +56,6 @@ static int alloc_counting_available(void)
 
 /* ---- deterministic random numbers ---- */
 
-static uint64_t rs = 88172645463325252ULL;
 static float frand(void) /* uniform in [-1, 1) */
 {
 	rs ^= rs << 13;
@@ -1147,8 +1137,8 @@ int main(int argc, char **argv)
 	printf("the tiny GGUF model\n");
 	test_open_tiny();
 	free_model(&tm);
-	if (failures) {
-		printf("FAIL: %d checks failed\n", failures);
+	if (fails) {
+		printf("FAIL: %d checks failed\n", fails);
 		return 1;
 	}
 	printf("ok\n");

@@ -18,17 +18,7 @@
 /* MAT is the floats of an F32 matrix view. */
 #define MAT(w) ((const float *)(w).data)
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                      \
-			fprintf(stderr, "\n");                             \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
+#include "ctest.h"
 
 /* ----------------------------------------------------------- GGUF builder */
 
@@ -669,8 +659,8 @@ int main(int argc, char **argv)
 	test_api_edges();
 	test_files();
 	test_tiny();
-	if (failures) {
-		fprintf(stderr, "test_gguf: %d failures\n", failures);
+	if (fails) {
+		fprintf(stderr, "test_gguf: %d failures\n", fails);
 		return 1;
 	}
 	printf("test_gguf: ok\n");

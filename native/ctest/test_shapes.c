@@ -14,17 +14,7 @@
 #include "arch.h"
 #include "engine.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                              \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			failures++;                                                   \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                 \
-			fputc('\n', stderr);                                          \
-		}                                                                     \
-	} while (0)
+#include "ctest.h"
 
 enum { N = 7, MAXOUT = 64 };
 
@@ -173,8 +163,8 @@ int main(void)
 	test_shape(dir, "tiny-llama3", "llama", PM_ROPE_NORM, 0, 0, 1, 32);
 	test_shape(dir, "tiny-qwen2", "qwen2", PM_ROPE_NEOX, 1, 0, 0, 8);
 	test_shape(dir, "tiny-qwen3", "qwen3", PM_ROPE_NEOX, 0, 1, 0, 32);
-	if (failures) {
-		printf("FAIL: %d checks failed\n", failures);
+	if (fails) {
+		printf("FAIL: %d checks failed\n", fails);
 		return 1;
 	}
 	printf("test_shapes: ok\n");
