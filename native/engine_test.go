@@ -57,6 +57,9 @@ func TestMain(m *testing.M) {
 	if tiny.dir != "" {
 		os.RemoveAll(tiny.dir)
 	}
+	if pmbench.path != "" {
+		os.RemoveAll(filepath.Dir(pmbench.path)) // pmbenchBinary's build directory
+	}
 	os.Exit(code)
 }
 
