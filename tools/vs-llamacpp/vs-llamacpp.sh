@@ -15,7 +15,9 @@
 #                                          BATCH_THREADS threads (default 1)
 # and, for decode at batch 1, each engine's share of the measured memory
 # bandwidth limit (19 GB/s one thread, 32 GB/s two; BW_1, BW_2) from the
-# bytes of weights one token reads.
+# bytes of weights one token reads. Both engines time warm runs: llama-bench
+# runs one untimed prompt (and one token) before its repetition, pmbench
+# one untimed prefill before pp and the prompts and first step before tg.
 # A run that gives no number (llama-batched-bench has come back without
 # its table on a busy machine) is left out of the median and counted on a
 # line below the measurement, with llama.cpp's last stderr lines; a
