@@ -173,7 +173,7 @@ struct pm_engine {
 	float *hb2;         /* [max_rows][ffn] up */
 	float *lx;          /* [max_logit_rows][dim] final-normed rows */
 	float *logits;      /* [max_logit_rows][vocab] */
-	float *att_scratch; /* [threads][heads per kv head][ctx] scores */
+	float *att_scratch; /* [threads][ATT_ROWS][heads per kv head][ctx] scores */
 	float *w_scratch;   /* [threads][w_scratch_len] dequantized weight tiles */
 	size_t w_scratch_len; /* 4 rows of the widest matrix */
 	char *aq32;  /* [max_rows] a matmul input quantized in 32-blocks (actquant.h) */
@@ -500,36 +500,55 @@ typedef struct {
 	int layer, n;
 } att_job;
 
-/* att_item: item i = (row, KV head) as its attend call sees the cache. */
-static pm_attend_next att_item(const pm_engine *e, const float *kb, const float *vb, int i)
+/*
+ * Attention items are (KV head, row), KV-head major: item i is row i % n
+ * under KV head i / n. One attend call takes a run of up to ATT_ROWS items
+ * (rows of one slot at consecutive positions: a prefill chunk or a verify
+ * draft), so each key and value row it loads feeds every row's heads.
+ */
+#define ATT_ROWS 4
+_Static_assert(ATT_ROWS <= PM_ATTEND_MAX_ROWS, "ATT_ROWS: more rows than attend takes");
+
+/* att_item: the call for the items from i (before i1) as its attend call
+ * sees the cache: *nr rows, the first seeing n positions (next.n is the
+ * positions the call reads, n + *nr - 1). */
+static pm_attend_next att_item(const pm_engine *e, const float *kb, const float *vb, int n, int i,
+			       int i1, int *nr)
 {
-	int r = i / e->n_kv_heads, kh = i % e->n_kv_heads;
+	int kh = i / n, r = i % n, k = 1;
+	while (k < ATT_ROWS && i + k < i1 && r + k < n && e->row_slot[r + k] == e->row_slot[r] &&
+	       e->row_pos[r + k] == e->row_pos[r] + k)
+		k++;
+	*nr = k;
 	return (pm_attend_next){kb + (size_t)kh * e->hd, vb + (size_t)kh * e->hd,
-				e->slots[e->row_slot[r]].table, e->row_pos[r] + 1};
+				e->slots[e->row_slot[r]].table, e->row_pos[r] + k};
 }
 
-/* Items (row, kv head) are cut into chunks in order: a row's cost grows
- * with its position, so in a prefill the last chunks cost the most, and
- * many small chunks keep the threads level. */
+/* Items are cut into chunks in order: a row's cost grows with its
+ * position, so in a prefill the last rows of each KV head cost the most,
+ * and many small chunks keep the threads level. */
 static void att_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 {
 	const att_job *j = arg;
-	int g = e->n_heads / e->n_kv_heads;
-	int items = j->n * e->n_kv_heads;
+	int g = e->n_heads / e->n_kv_heads, n = j->n;
+	int items = n * e->n_kv_heads;
 	int i0 = (int)((int64_t)items * c / nc), i1 = (int)((int64_t)items * (c + 1) / nc);
-	float *scratch = e->att_scratch + (size_t)tid * g * e->ctx;
+	float *scratch = e->att_scratch + (size_t)tid * ATT_ROWS * g * e->ctx;
 	const float *kb = kv_at(e, e->kcache, j->layer, 0, 0);
 	const float *vb = kv_at(e, e->vcache, j->layer, 0, 0);
 	if (i0 >= i1)
 		return;
 	/* each call is told the next one's rows, so its prefetches run on into them */
-	pm_attend_next cur = att_item(e, kb, vb, i0), next = cur;
-	for (int i = i0; i < i1; i++, cur = next) {
-		if (i + 1 < i1)
-			next = att_item(e, kb, vb, i + 1);
-		size_t qo = (size_t)(i / e->n_kv_heads) * e->qdim + (size_t)(i % e->n_kv_heads) * g * e->hd;
-		e->k->attend(e->att + qo, e->q + qo, g, e->hd, cur.kbase, cur.vbase, cur.table, e->bs,
-			     (size_t)e->kvdim, cur.n, e->attn_scale, scratch, i + 1 < i1 ? &next : NULL);
+	int nr, nr_next = 0;
+	pm_attend_next cur = att_item(e, kb, vb, n, i0, i1, &nr), next = cur;
+	for (int i = i0; i < i1; i += nr, cur = next, nr = nr_next) {
+		if (i + nr < i1)
+			next = att_item(e, kb, vb, n, i + nr, i1, &nr_next);
+		int r = i % n, kh = i / n;
+		size_t qo = (size_t)r * e->qdim + (size_t)kh * g * e->hd;
+		e->k->attend(e->att + qo, e->q + qo, (size_t)e->qdim, nr, g, e->hd, cur.kbase,
+			     cur.vbase, cur.table, e->bs, (size_t)e->kvdim, cur.n - nr + 1,
+			     e->attn_scale, scratch, i + nr < i1 ? &next : NULL);
 	}
 }
 
@@ -1799,7 +1818,7 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	ALLOC(e->hb2, (size_t)e->max_rows * e->ffn);
 	ALLOC(e->lx, (size_t)e->max_logit_rows * e->dim);
 	ALLOC(e->logits, (size_t)e->max_logit_rows * e->vocab);
-	ALLOC(e->att_scratch, (size_t)e->cfg.threads * g * e->ctx);
+	ALLOC(e->att_scratch, (size_t)e->cfg.threads * ATT_ROWS * g * e->ctx);
 	int widest = e->dim > e->qdim ? e->dim : e->qdim;
 	widest = widest > e->ffn ? widest : e->ffn;
 	e->w_scratch_len = (size_t)4 * widest;

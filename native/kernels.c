@@ -55,9 +55,10 @@ static void swiglu_portable(float *g, const float *u, int n)
 	}
 }
 
-static void attend_portable(float *out, const float *q, int g, int hd, const float *kbase,
-			    const float *vbase, const int32_t *table, int bs, size_t stride, int n,
-			    float scale, float *scratch, const pm_attend_next *next)
+/* attend_row: one row of attend_portable (n positions, g heads, scores in scratch[g][n]). */
+static void attend_row(float *out, const float *q, int g, int hd, const float *kbase,
+		       const float *vbase, const int32_t *table, int bs, size_t stride, int n,
+		       float scale, float *scratch)
 {
 	/* scores[h][t] = q_h . k_t * scale */
 	for (int t = 0, b = 0; t < n; b++) {
@@ -94,6 +95,17 @@ static void attend_portable(float *out, const float *q, int g, int hd, const flo
 			}
 		}
 	}
+}
+
+static void attend_portable(float *out, const float *q, size_t ldq, int nr, int g, int hd,
+			    const float *kbase, const float *vbase, const int32_t *table, int bs,
+			    size_t stride, int n, float scale, float *scratch,
+			    const pm_attend_next *next)
+{
+	(void)next;
+	for (int j = 0; j < nr; j++)
+		attend_row(out + (size_t)j * ldq, q + (size_t)j * ldq, g, hd, kbase, vbase, table, bs,
+			   stride, n + j, scale, scratch);
 }
 
 const pm_kernels pm_kernels_portable = {
@@ -370,16 +382,21 @@ static AVX2 void swiglu_avx2(float *g, const float *u, int n)
 }
 
 /*
- * Attention, AVX2, for the g query heads that share one KV head, in three
- * stages over one slot's paged cache:
- *   scores:  s[h][t] = (q_h . k_t) * scale in tiles of 2 heads x 4 keys
- *            (3 x 4 for the last three of an odd g, 1 x 4 for g = 1), so
- *            a key comes from memory once and from L1 for the other tiles;
- *   softmax: p[h][t] = exp(s[h][t] - max_h) / sum_h in place;
- *   values:  out_h = sum_t p[h][t] v_t, a chunk of positions (at most
- *            one cache block, ATT_CHUNK) at a time: its value rows come
- *            into L1 once for every tile of G heads x W vectors (pv_tile),
- *            whose accumulators stay in registers across the chunk.
+ * Attention, AVX2, for nr consecutive rows of one slot (a prefill chunk or
+ * a verify draft; nr = 1 in decode) and the g query heads of each that
+ * share one KV head: nr * g query vectors, in three stages over the slot's
+ * paged cache:
+ *   scores:  s[qi][t] = (q_qi . k_t) * scale in tiles of up to ATT_QT
+ *            vectors x 4 keys, so a key comes from memory once for every
+ *            row and head, and from L1 for the other tiles;
+ *   softmax: p[qi][t] = exp(s[qi][t] - max) / sum in place, over the
+ *            vector's own row length n + j;
+ *   values:  out_qi = sum_t p[qi][t] v_t, a chunk of positions (at most
+ *            one cache block, ATT_CHUNK) at a time for every vector: its
+ *            value rows come into L1 once for every tile of G vectors x W
+ *            column vectors (pv_tile), whose accumulators stay in
+ *            registers across the chunk; then each row's last positions
+ *            (n..n+j-1, which the rows before it do not see).
  * The rows of a slot lie in blocks anywhere in the cache, where the
  * hardware prefetcher loses them, so a cursor (kv_ahead) walks the key
  * rows, then the value rows, then the next call's key rows (when the
@@ -388,8 +405,14 @@ static AVX2 void swiglu_avx2(float *g, const float *u, int n)
  * Every score is one 8-lane FMA chain over hd in order (the masked tail
  * last) reduced by hsum4's tree; every output element is one FMA chain
  * over positions in order (kept in out between chunks: exact). So tile
- * and chunk shapes never change a result: it depends only on q, the
- * cached rows and n.
+ * and chunk shapes, and how many rows and heads share a call, never change
+ * a result: it depends only on q, the cached rows and the row's length.
+ *
+ * Two copies of the code (attend_tile.h): one for 16 vector registers
+ * (score tiles of 3 vectors, values tiles of up to 4 x 2), and one for CPUs
+ * with AVX-512VL, compiled for its 32 registers (score tiles of 6 vectors:
+ * 24 accumulators; values tiles of up to 6 x 4). Both use the same 256-bit
+ * instructions, so they give the same bits (test_attend.c compares them).
  */
 #define ATT_AHEAD 16
 #define ATT_CHUNK 32 /* positions per values chunk, at most */
@@ -397,204 +420,26 @@ static AVX2 void swiglu_avx2(float *g, const float *u, int n)
 typedef struct {
 	const float *kbase, *vbase;
 	const int32_t *table;
-	int bs, n, hd;
+	int bs, n, hd; /* n: positions the call reads */
 	size_t stride;
 	int t, b, o; /* next row: position t (block table[b], offset o), keys while t < n */
 	const pm_attend_next *next; /* where the cursor goes once this call's rows are done */
 } kv_ahead;
 
-/* ahead_step prefetches the cache lines of the cursor's row and moves on. */
-AVX2_INLINE void ahead_step(kv_ahead *a)
-{
-	if (a->t >= 2 * a->n) {
-		if (!a->next)
-			return;
-		/* on to the next call's keys */
-		a->kbase = a->next->kbase, a->vbase = a->next->vbase;
-		a->table = a->next->table, a->n = a->next->n;
-		a->t = a->b = a->o = 0, a->next = NULL;
-	}
-	const float *base = a->t < a->n ? a->kbase : a->vbase;
-	const float *p = base + ((size_t)a->table[a->b] * (size_t)a->bs + (size_t)a->o) * a->stride;
-	uintptr_t l = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)(p + a->hd);
-	for (; l < end; l += 64)
-		_mm_prefetch((const char *)l, _MM_HINT_T0);
-	if (++a->t == a->n)
-		a->b = 0, a->o = 0; /* on to the values */
-	else if (++a->o == a->bs)
-		a->b++, a->o = 0;
-}
-
-/* s0[0..4) (and s1[0..4) when q1 is set) = q . k[0..4) * scale */
-AVX2_INLINE void qk_tile(float *s0, float *s1, const float *q0, const float *q1,
-			 const float *const *k, int hd, __m128 scale)
-{
-	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-	__m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-	int nv = hd & ~7;
-	for (int i = 0; i < nv; i += 8) {
-		__m256 v0 = _mm256_loadu_ps(k[0] + i), v1 = _mm256_loadu_ps(k[1] + i);
-		__m256 v2 = _mm256_loadu_ps(k[2] + i), v3 = _mm256_loadu_ps(k[3] + i);
-		__m256 u = _mm256_loadu_ps(q0 + i);
-		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
-		if (q1) {
-			u = _mm256_loadu_ps(q1 + i);
-			FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
-		}
-	}
-	if (hd & 7) {
-		__m256i mk = tail_mask(hd & 7);
-		__m256 v0 = _mm256_maskload_ps(k[0] + nv, mk), v1 = _mm256_maskload_ps(k[1] + nv, mk);
-		__m256 v2 = _mm256_maskload_ps(k[2] + nv, mk), v3 = _mm256_maskload_ps(k[3] + nv, mk);
-		__m256 u = _mm256_maskload_ps(q0 + nv, mk);
-		FMA(u, v0, a00), FMA(u, v1, a01), FMA(u, v2, a02), FMA(u, v3, a03);
-		if (q1) {
-			u = _mm256_maskload_ps(q1 + nv, mk);
-			FMA(u, v0, a10), FMA(u, v1, a11), FMA(u, v2, a12), FMA(u, v3, a13);
-		}
-	}
-	_mm_storeu_ps(s0, _mm_mul_ps(hsum4(a00, a01, a02, a03), scale));
-	if (q1)
-		_mm_storeu_ps(s1, _mm_mul_ps(hsum4(a10, a11, a12, a13), scale));
-}
-
-/* qk_tile3: qk_tile for 3 heads: each key chunk is loaded once for all
- * three (12 accumulators, 3 query vectors and 1 key vector: 16 registers). */
-AVX2_INLINE void qk_tile3(float *s0, float *s1, float *s2, const float *q0, const float *q1,
-			  const float *q2, const float *const *k, int hd, __m128 scale)
-{
-	__m256 a[3][4];
-#pragma GCC unroll 4
-	for (int h = 0; h < 3; h++)
-#pragma GCC unroll 4
-		for (int j = 0; j < 4; j++)
-			a[h][j] = _mm256_setzero_ps();
-	int nv = hd & ~7;
-	for (int i = 0; i < nv; i += 8) {
-		__m256 u0 = _mm256_loadu_ps(q0 + i), u1 = _mm256_loadu_ps(q1 + i);
-		__m256 u2 = _mm256_loadu_ps(q2 + i);
-#pragma GCC unroll 4
-		for (int j = 0; j < 4; j++) {
-			__m256 v = _mm256_loadu_ps(k[j] + i);
-			FMA(u0, v, a[0][j]), FMA(u1, v, a[1][j]), FMA(u2, v, a[2][j]);
-		}
-	}
-	if (hd & 7) {
-		__m256i mk = tail_mask(hd & 7);
-		__m256 u0 = _mm256_maskload_ps(q0 + nv, mk), u1 = _mm256_maskload_ps(q1 + nv, mk);
-		__m256 u2 = _mm256_maskload_ps(q2 + nv, mk);
-#pragma GCC unroll 4
-		for (int j = 0; j < 4; j++) {
-			__m256 v = _mm256_maskload_ps(k[j] + nv, mk);
-			FMA(u0, v, a[0][j]), FMA(u1, v, a[1][j]), FMA(u2, v, a[2][j]);
-		}
-	}
-	_mm_storeu_ps(s0, _mm_mul_ps(hsum4(a[0][0], a[0][1], a[0][2], a[0][3]), scale));
-	_mm_storeu_ps(s1, _mm_mul_ps(hsum4(a[1][0], a[1][1], a[1][2], a[1][3]), scale));
-	_mm_storeu_ps(s2, _mm_mul_ps(hsum4(a[2][0], a[2][1], a[2][2], a[2][3]), scale));
-}
-
-/* qk_keys: scores of the keys k[0..nk), nk <= 4, against every head: in
- * pairs, and the last three heads together when g is odd. */
-AVX2_INLINE void qk_keys(float *s, int n, int t0, const float *q, int g, int hd,
-			 const float **k, int nk, __m128 scale)
-{
-	float r[3][4];
-	for (int i = nk; i < 4; i++)
-		k[i] = k[0]; /* a short tile repeats a key; its scores are dropped */
-	for (int h = 0; h < g;) {
-		int th = g - h == 3 ? 3 : g - h >= 2 ? 2 : 1; /* heads in this tile */
-		const float *q0 = q + (size_t)h * hd;
-		float *s0 = s + (size_t)h * n + t0;
-		float *d0 = nk == 4 ? s0 : r[0], *d1 = nk == 4 ? s0 + n : r[1];
-		if (th == 3)
-			qk_tile3(d0, d1, nk == 4 ? s0 + 2 * (size_t)n : r[2], q0, q0 + hd, q0 + 2 * hd, k,
-				 hd, scale);
-		else
-			qk_tile(d0, d1, q0, th == 2 ? q0 + hd : NULL, k, hd, scale);
-		if (nk < 4)
-			for (int j = 0; j < th; j++)
-				for (int i = 0; i < nk; i++)
-					s0[(size_t)j * n + i] = r[j][i];
-		h += th;
-	}
-}
-
 /*
- * pv_tile: out_h[c..c+8W) += sum_t e_h[t] v_t[c..c+8W) over the chunk's
- * positions t0 <= t < t0+cnt (rows v, v + stride, ...) for G heads
- * (e_h = e + h*n, out_h = out + h*hd); out_h starts at 0 when first is
- * set. The last vector is masked by mk when tail is set.
+ * att_split: n items in tiles of at most max: as few tiles as possible, of
+ * sizes as equal as possible (the first extra tiles hold size + 1): 4 in
+ * tiles of 3 are 2 + 2, not 3 + 1, since a 1-vector tile has too few
+ * chains of FMAs to hide their latency.
  */
-AVX2_INLINE void pv_tile(const int G, const int W, const int tail, float *out, int hd,
-			 const float *e, int n, const float *v, size_t stride, int t0, int cnt,
-			 int first, int c, __m256i mk)
-{
-	__m256 acc[4][8];
-#pragma GCC unroll 8
-	for (int h = 0; h < G; h++)
-#pragma GCC unroll 8
-		for (int w = 0; w < W; w++) {
-			const float *o = out + (size_t)h * hd + c + 8 * w;
-			acc[h][w] = first ? _mm256_setzero_ps()
-				    : tail && w == W - 1 ? _mm256_maskload_ps(o, mk)
-							 : _mm256_loadu_ps(o);
-		}
-	v += c;
-	e += t0;
-	for (int i = 0; i < cnt; i++, v += stride) {
-		__m256 x[8];
-#pragma GCC unroll 8
-		for (int w = 0; w < W; w++)
-			x[w] = tail && w == W - 1 ? _mm256_maskload_ps(v + 8 * w, mk)
-						  : _mm256_loadu_ps(v + 8 * w);
-#pragma GCC unroll 8
-		for (int h = 0; h < G; h++) {
-			__m256 p = _mm256_broadcast_ss(e + (size_t)h * n + i);
-#pragma GCC unroll 8
-			for (int w = 0; w < W; w++)
-				FMA(p, x[w], acc[h][w]);
-		}
-	}
-#pragma GCC unroll 8
-	for (int h = 0; h < G; h++)
-#pragma GCC unroll 8
-		for (int w = 0; w < W; w++) {
-			float *o = out + (size_t)h * hd + c + 8 * w;
-			if (tail && w == W - 1)
-				_mm256_maskstore_ps(o, mk, acc[h][w]);
-			else
-				_mm256_storeu_ps(o, acc[h][w]);
-		}
-}
+typedef struct {
+	int tiles, size, extra;
+} att_split;
 
-/* pv_heads: pv_tile over every column of G heads, W vectors at a time:
- * as many as keep about 8 accumulators (4 heads x 2 ... 1 head x 8). */
-AVX2_INLINE void pv_heads(const int G, float *out, int hd, const float *e, int n,
-			  const float *v, size_t stride, int t0, int cnt, int first)
+static inline att_split att_split_of(int n, int max)
 {
-	const int wmax = G == 1 ? 8 : G == 2 ? 4 : 2;
-	__m256i full = tail_mask(8);
-	int c = 0;
-	for (int left = hd / 8; left > 0;) {
-		int w = wmax;
-		while (w > left)
-			w >>= 1;
-#define PV(W_) pv_tile(G, W_, 0, out, hd, e, n, v, stride, t0, cnt, first, c, full)
-		if (w == 8)
-			PV(8);
-		else if (w == 4)
-			PV(4);
-		else if (w == 2)
-			PV(2);
-		else
-			PV(1);
-#undef PV
-		c += 8 * w;
-		left -= w;
-	}
-	if (hd & 7)
-		pv_tile(G, 1, 1, out, hd, e, n, v, stride, t0, cnt, first, c, tail_mask(hd & 7));
+	int tiles = (n + max - 1) / max;
+	return (att_split){tiles, n / tiles, n % tiles};
 }
 
 /* softmax_row: s[0..n) = exp(s - max) / sum in place. */
@@ -630,66 +475,52 @@ AVX2_INLINE void softmax_row(float *s, int n)
 		_mm256_maskstore_ps(s + nv, mk, _mm256_mul_ps(_mm256_maskload_ps(s + nv, mk), inv));
 }
 
-static AVX2 void attend_avx2(float *out, const float *q, int g, int hd, const float *kbase,
-			     const float *vbase, const int32_t *table, int bs, size_t stride, int n,
-			     float scale, float *scratch, const pm_attend_next *next)
-{
-	kv_ahead pf = {kbase, vbase, table, bs, n, hd, stride, 0, 0, 0, next};
-	for (int i = 0; i < ATT_AHEAD; i++)
-		ahead_step(&pf);
-	/* scores, 4 keys at a time */
-	__m128 vscale = _mm_set1_ps(scale);
-	const float *kp[4];
-	int nk = 0, t0 = 0;
-	for (int t = 0, b = 0; t < n; b++) {
-		const float *kr = kbase + (size_t)table[b] * (size_t)bs * stride;
-		int end = n - t < bs ? n : t + bs;
-		for (; t < end; t++, kr += stride) {
-			ahead_step(&pf);
-			kp[nk++] = kr;
-			if (nk == 4 || t + 1 == n) {
-				qk_keys(scratch, n, t0, q, g, hd, kp, nk, vscale);
-				t0 += nk;
-				nk = 0;
-			}
-		}
-	}
-	for (int h = 0; h < g; h++)
-		softmax_row(scratch + (size_t)h * n, n);
-	/* values, a chunk of positions at a time: heads 4 at a time, then 1..3 */
-	for (int t = 0, b = 0; t < n; b++) {
-		const float *vb = vbase + (size_t)table[b] * (size_t)bs * stride;
-		int end = n - t < bs ? n : t + bs;
-		for (int c0 = t; c0 < end; c0 += ATT_CHUNK) {
-			int cnt = end - c0 < ATT_CHUNK ? end - c0 : ATT_CHUNK;
-			const float *v = vb + (size_t)(c0 - t) * stride;
-			for (int i = 0; i < cnt; i++)
-				ahead_step(&pf);
-			int h = 0;
-			for (; h + 4 <= g; h += 4)
-				pv_heads(4, out + (size_t)h * hd, hd, scratch + (size_t)h * n, n, v,
-					 stride, c0, cnt, c0 == 0);
-			if (g - h == 3)
-				pv_heads(3, out + (size_t)h * hd, hd, scratch + (size_t)h * n, n, v,
-					 stride, c0, cnt, c0 == 0);
-			else if (g - h == 2)
-				pv_heads(2, out + (size_t)h * hd, hd, scratch + (size_t)h * n, n, v,
-					 stride, c0, cnt, c0 == 0);
-			else if (g - h == 1)
-				pv_heads(1, out + (size_t)h * hd, hd, scratch + (size_t)h * n, n, v,
-					 stride, c0, cnt, c0 == 0);
-		}
-		t = end;
-	}
-}
+#define ATT_TGT "avx2,fma"
+#define ATT_SFX 16
+#define ATT_QT 3
+#define ATT_PG 4
+#define ATT_WMAX(G) ((G) == 1 ? 8 : (G) == 2 ? 4 : 2)
+#include "attend_tile.h"
+#undef ATT_TGT
+#undef ATT_SFX
+#undef ATT_QT
+#undef ATT_PG
+#undef ATT_WMAX
+
+#define ATT_TGT "avx2,fma,avx512f,avx512vl"
+#define ATT_SFX 32
+#define ATT_QT 6
+#define ATT_PG 6
+#define ATT_WMAX(G) ((G) <= 2 ? 8 : 4)
+#include "attend_tile.h"
+#undef ATT_TGT
+#undef ATT_SFX
+#undef ATT_QT
+#undef ATT_PG
+#undef ATT_WMAX
 
 static const pm_kernels kernels_avx2 = {
 	.name = "avx2",
 	.matmul = matmul_avx2,
 	.rmsnorm = rmsnorm_avx2,
 	.swiglu = swiglu_avx2,
-	.attend = attend_avx2,
+	.attend = attend_16,
 };
+
+/* kernels_avx2 with the attention compiled for AVX-512VL's 32 registers */
+static const pm_kernels kernels_avx2_32 = {
+	.name = "avx2",
+	.matmul = matmul_avx2,
+	.rmsnorm = rmsnorm_avx2,
+	.swiglu = swiglu_avx2,
+	.attend = attend_32,
+};
+
+static int has_avx512vl(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+}
 
 int pm_cpu_has_avx2(void)
 {
@@ -699,7 +530,16 @@ int pm_cpu_has_avx2(void)
 
 const pm_kernels *pm_kernels_avx2(void)
 {
-	return pm_cpu_has_avx2() ? &kernels_avx2 : NULL;
+	if (!pm_cpu_has_avx2())
+		return NULL;
+	return has_avx512vl() ? &kernels_avx2_32 : &kernels_avx2;
+}
+
+pm_attend_fn pm_attend_avx2(int regs)
+{
+	if (!pm_cpu_has_avx2() || (regs == 32 && !has_avx512vl()))
+		return NULL;
+	return regs == 32 ? attend_32 : regs == 16 ? attend_16 : pm_kernels_avx2()->attend;
 }
 
 #else /* not x86-64 GCC/Clang: portable only */
@@ -711,6 +551,12 @@ int pm_cpu_has_avx2(void)
 
 const pm_kernels *pm_kernels_avx2(void)
 {
+	return NULL;
+}
+
+pm_attend_fn pm_attend_avx2(int regs)
+{
+	(void)regs;
 	return NULL;
 }
 

@@ -19,12 +19,33 @@
 
 #include "weights.h"
 
-/* pm_attend_next: the KV head and slot of the next attend call. */
+/* pm_attend_next: the KV head and slot of the next attend call; n is the
+ * positions it reads (its n + nr - 1). */
 typedef struct {
 	const float *kbase, *vbase;
 	const int32_t *table;
 	int n;
 } pm_attend_next;
+
+/*
+ * pm_attend_fn: causal attention of nr consecutive rows of one slot (a
+ * prefill chunk or a verify draft; nr = 1 in decode), each with g query
+ * heads that share one KV head: row j's head h is q[j*ldq + h*hd ..][hd]
+ * and sees positions 0..n+j-1 of the slot's paged cache, where position t
+ * lives at kbase/vbase + ((size_t)table[t / bs] * bs + t % bs) * stride.
+ * out[j*ldq + h*hd ..][hd] = softmax(q k^T * scale) v, nr <= PM_ATTEND_MAX_ROWS.
+ * scratch holds nr * g * (n + nr - 1) floats. next, when set, is the call
+ * that follows (same hd, bs, stride): a kernel may prefetch its first rows.
+ * A row's result depends only on its q, the cached rows it sees and its
+ * length: never on nr, on its place among the rows, on the other heads or
+ * on next (test_attend.c checks each against nr = 1, g = 1, bitwise).
+ */
+#define PM_ATTEND_MAX_ROWS 8
+
+typedef void (*pm_attend_fn)(float *out, const float *q, size_t ldq, int nr, int g, int hd,
+			     const float *kbase, const float *vbase, const int32_t *table, int bs,
+			     size_t stride, int n, float scale, float *scratch,
+			     const pm_attend_next *next);
 
 typedef struct {
 	const char *name; /* "avx2" or "portable" */
@@ -43,20 +64,19 @@ typedef struct {
 	/* swiglu: g[i] = silu(g[i]) * u[i], i < n. */
 	void (*swiglu)(float *g, const float *u, int n);
 
-	/*
-	 * attend: causal attention of g query heads q[g][hd] that share one KV
-	 * head, over positions 0..n-1 of one slot's paged cache. Position t lives
-	 * at kbase/vbase + ((size_t)table[t / bs] * bs + t % bs) * stride.
-	 * out[g][hd] = softmax(q k^T * scale) v. scratch holds g*n floats.
-	 * next, when set, is the call that follows (same hd, bs, stride): a
-	 * kernel may prefetch its first rows. It never changes a result.
-	 */
-	void (*attend)(float *out, const float *q, int g, int hd, const float *kbase,
-		       const float *vbase, const int32_t *table, int bs, size_t stride, int n,
-		       float scale, float *scratch, const pm_attend_next *next);
+	/* attend: see pm_attend_fn. */
+	pm_attend_fn attend;
 } pm_kernels;
 
 extern const pm_kernels pm_kernels_portable;
+
+/*
+ * pm_attend_avx2 returns the AVX2 attention compiled for regs vector
+ * registers: 16 (any AVX2+FMA CPU), 32 (AVX-512VL: bigger tiles, the same
+ * bits), 0 the copy pm_kernels_avx2 uses; NULL when this build or CPU
+ * cannot run it.
+ */
+pm_attend_fn pm_attend_avx2(int regs);
 
 /* pm_cpu_has_avx2 reports whether the CPU runs the AVX2+FMA kernels. */
 int pm_cpu_has_avx2(void);

@@ -153,8 +153,8 @@ static void test_avx2_vs_portable(void)
 		fill(vc, (size_t)nblk * bs * stride, 1);
 		fill(q, 2 * 64, 2);
 		for (int n = 1; n <= 60; n += 3) {
-			a->attend(s1, q, g, hd, kc + hd, vc + hd, table, bs, stride, n, 0.25f, scr, NULL);
-			p->attend(s2, q, g, hd, kc + hd, vc + hd, table, bs, stride, n, 0.25f, scr, NULL);
+			a->attend(s1, q, 0, 1, g, hd, kc + hd, vc + hd, table, bs, stride, n, 0.25f, scr, NULL);
+			p->attend(s2, q, 0, 1, g, hd, kc + hd, vc + hd, table, bs, stride, n, 0.25f, scr, NULL);
 			CHECK(max_rel(s1, s2, (size_t)g * hd) < 1e-3f, "attend hd=%d n=%d rel %g", hd, n,
 			      max_rel(s1, s2, (size_t)g * hd));
 		}
