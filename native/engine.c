@@ -115,6 +115,11 @@ typedef struct {
  */
 typedef void (*job_fn)(struct pm_engine *e, const void *arg, int c, int nc, int tid);
 
+/* Chunks of a matmul job per compute thread (mm_chunks), and the most a
+ * job has (threads <= 64). */
+#define MM_CHUNKS_PER_THREAD 4
+#define MM_GEO_MAX (MM_CHUNKS_PER_THREAD * 64)
+
 struct pm_engine {
 	char err[PM_ERRMSG_MAX];
 	pm_engine_config cfg;
@@ -204,6 +209,7 @@ struct pm_engine {
 	int32_t ring_head, ring_n;
 
 	/* thread pool (threads > 1; see run_job) */
+	uint32_t mm_geo[MM_GEO_MAX + 1]; /* decode chunk bounds, fractions of 2^24 (mm_range) */
 	pthread_t *workers; /* [threads-1] */
 	int n_workers;      /* started */
 	pthread_mutex_t mu;
@@ -412,13 +418,48 @@ static void aq_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 	}
 }
 
-static void mm_range(const pm_weight *w, int c, int nc, int *m0, int *m1)
+/*
+ * mm_range: chunk c's rows [m0, m1) of w, in whole tiles of 4 rows. A
+ * batch (n > 1) cuts the tiles evenly. A decode at batch 1 with its full
+ * MM_CHUNKS_PER_THREAD chunks per thread cuts them in geometrically
+ * shrinking chunks (e->mm_geo, build_mm_geo): the threads claim chunks in
+ * order, so the last ones claimed, which decide how long a thread waits
+ * for the other at the join, are the small ones. With even chunks a
+ * thread waited up to an eighth of the job's work (two threads) for the
+ * other's last chunk, at every one of the ~5 jobs of each layer.
+ */
+static void mm_range(const pm_engine *e, const pm_weight *w, int n, int c, int nc, int *m0, int *m1)
 {
 	int m = w->rows, tiles = (m + 3) / 4;
-	*m0 = (int)((int64_t)tiles * c / nc) * 4;
-	*m1 = (int)((int64_t)tiles * (c + 1) / nc) * 4;
+	if (n == 1 && nc == MM_CHUNKS_PER_THREAD * e->cfg.threads) {
+		*m0 = (int)(((uint64_t)tiles * e->mm_geo[c]) >> 24) * 4;
+		*m1 = (int)(((uint64_t)tiles * e->mm_geo[c + 1]) >> 24) * 4;
+	} else {
+		*m0 = (int)((int64_t)tiles * c / nc) * 4;
+		*m1 = (int)((int64_t)tiles * (c + 1) / nc) * 4;
+	}
 	if (*m1 > m)
 		*m1 = m;
+}
+
+/*
+ * build_mm_geo fills e->mm_geo for nc = MM_CHUNKS_PER_THREAD * threads
+ * chunks: chunk c's share of a job is proportional to rho^c with rho = 1 -
+ * 1 / (2 * threads) (two threads: 28 % of the tiles in the first chunk,
+ * 3.7 % in the last), as fractions of 2^24: geo[0] = 0, geo[nc] = 2^24,
+ * nondecreasing, so the chunks cover every tile once whatever the tile
+ * count. Which rows a chunk computes never changes a result (kernels.h).
+ */
+static void build_mm_geo(pm_engine *e)
+{
+	int nc = MM_CHUNKS_PER_THREAD * e->cfg.threads;
+	double rho = 1.0 - 1.0 / (2.0 * e->cfg.threads), all = 1.0 - pow(rho, nc);
+	e->mm_geo[0] = 0;
+	for (int c = 1; c < nc; c++) {
+		uint32_t g = (uint32_t)((1.0 - pow(rho, c)) / all * (double)(1u << 24));
+		e->mm_geo[c] = g > e->mm_geo[c - 1] ? g : e->mm_geo[c - 1];
+	}
+	e->mm_geo[nc] = 1u << 24;
 }
 
 static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
@@ -427,7 +468,7 @@ static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 	int m0 = 0, m1 = 0;
 	for (int p = 0; p < j->np; p++) {
 		const pm_weight *w = j->w[p];
-		mm_range(w, c, nc, &m0, &m1);
+		mm_range(e, w, j->n, c, nc, &m0, &m1);
 		if (m0 >= m1)
 			continue;
 		size_t ldo = (size_t)w->rows;
@@ -456,11 +497,11 @@ static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 }
 
 /*
- * Chunks of a matmul job: 4 per thread, so a thread that starts late (a
- * worker waking up, or descheduled on a busy machine) leaves its chunks to
- * the others instead of making every thread wait for it.
+ * Chunks of a matmul job: MM_CHUNKS_PER_THREAD per thread, so a thread
+ * that starts late (a worker waking up, or descheduled on a busy machine)
+ * leaves its chunks to the others instead of making every thread wait for
+ * it.
  */
-#define MM_CHUNKS_PER_THREAD 4
 
 static int mm_chunks(const pm_engine *e, const mm_job *j)
 {
@@ -731,23 +772,27 @@ static void cpu_relax(void)
 #define MAX_CHUNKS 0xffff
 
 /* run_chunks claims and runs chunks of job gen (w: the word as last seen)
- * until none is left or a newer job is published. */
+ * until none is left or a newer job is published, then adds the chunks it
+ * ran to job_done in one step (one write of that shared line per thread
+ * and job, not one per chunk: at batch 1 a job is a few microseconds). */
 static void run_chunks(pm_engine *e, uint64_t w, uint32_t gen, int tid)
 {
+	int done = 0, nc = WORD_CHUNKS(w);
 	for (;;) {
 		if (WORD_GEN(w) != gen || WORD_NEXT(w) >= WORD_CHUNKS(w))
-			return;
+			break;
 		if (!atomic_compare_exchange_weak_explicit(&e->job_word, &w, w + 1, memory_order_acq_rel,
 							   memory_order_acquire))
 			continue; /* w is reloaded */
-		int nc = WORD_CHUNKS(w);
+		nc = WORD_CHUNKS(w);
 		e->job(e, e->job_arg, WORD_NEXT(w), nc, tid);
-		if (atomic_fetch_add(&e->job_done, 1) + 1 == nc && atomic_load(&e->caller_waits)) {
-			pthread_mutex_lock(&e->mu); /* the last chunk wakes a sleeping caller */
-			pthread_cond_signal(&e->cv_done);
-			pthread_mutex_unlock(&e->mu);
-		}
+		done++;
 		w = atomic_load_explicit(&e->job_word, memory_order_acquire);
+	}
+	if (done > 0 && atomic_fetch_add(&e->job_done, done) + done == nc && atomic_load(&e->caller_waits)) {
+		pthread_mutex_lock(&e->mu); /* the last chunks wake a sleeping caller */
+		pthread_cond_signal(&e->cv_done);
+		pthread_mutex_unlock(&e->mu);
 	}
 }
 
@@ -1755,6 +1800,7 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	e->cfg = *cfg;
 	if ((rc = select_kernels(e)))
 		return rc;
+	build_mm_geo(e);
 	e->dim = m->dim;
 	e->n_layers = m->n_layers;
 	e->n_heads = m->n_heads;
