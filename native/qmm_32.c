@@ -27,7 +27,8 @@
  * Speed: decode (n == 1) runs 4 weight rows at a time against the one
  * activation row, prefetching the next 4 rows as matvec.c does (with
  * VNNI, Q4_0 and Q5_0 take 4 blocks of 4 rows per step on 512-bit
- * registers, no horizontal sum per block: qmm_32_x86.h); batches
+ * registers, no horizontal sum per block, prefetching 2 tiles ahead:
+ * qmm_32_x86.h); batches
  * and prefill run tiles of 4 weight rows x 4 activation rows (AVX2), or,
  * where the CPU has AVX-512 VNNI (qmm_32_vnni.c), 16 weight rows
  * interleaved into 512-bit lanes against the activation rows with

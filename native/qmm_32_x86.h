@@ -544,10 +544,11 @@ QMM_INLINE void small16(const int T, float *out, size_t ldo, const uint8_t *w, s
  * 0.70 ns a block against 1.0 (Q5_0: 1.13 against 1.40). The float
  * operations are the ones at the top of the file, per block in block
  * order: lane b of d_w * d_x and of float(S) into the quad's y, lane b
- * of m' with s_x into z. A tile of 8 rows runs two quads, two
- * independent fmadd chains. Rows past nw repeat the last row; blocks
- * past nb (a row's last step) are loaded masked, so nothing past the row
- * is read, and take no float operation. Q8_0 keeps the 4 x 1 tile: its
+ * of m' with s_x into z. A tile is one quad of 4 rows (dtile can run Q
+ * quads, independent fmadd chains; decode512 measured 4 rows best, see
+ * there), the tile after the next prefetched. Rows past nw repeat the
+ * last row; blocks past nb (a row's last step) are loaded masked, so
+ * nothing past the row is read, and take no float operation. Q8_0 keeps the 4 x 1 tile: its
  * codes need no unpacking, and there the gathers cost what the
  * horizontal sums save (measured: no faster).
  */
@@ -565,6 +566,10 @@ typedef struct {
 /* steps of activation blocks staged on the stack (32 KiB): k <= 16384;
  * a longer row takes the 4 x 1 tile */
 enum { DXG = 128 };
+
+/* tiles ahead that dtile prefetches: 2, because one tile (1,296 bytes of
+ * 576-wide Q4_0 rows) ahead is too close to hide DRAM latency */
+enum { DPF = 2 };
 
 DEC_INLINE void xstage(xg4 *g, const pm_act32 *a, int nb)
 {
@@ -723,8 +728,9 @@ DEC_INLINE void dstep(const int T, const int Q, const int t, const uint8_t *cons
 }
 
 /* dtile: outputs of weight rows w .. w + nw - 1 (nw <= 4Q, rows rb bytes
- * apart) against the staged activation g; the next 4Q rows (the bytes
- * after these) are prefetched, a share per step */
+ * apart) against the staged activation g; the 4Q rows of the tile after
+ * the next are prefetched, a share per step (DPF: the next tile's lines
+ * are in flight already, from the previous tile's prefetches) */
 DEC_INLINE void dtile(const int T, const int Q, float *out, const uint8_t *w, size_t rb, int nw, const xg4 *g,
 		      int nb)
 {
@@ -732,7 +738,7 @@ DEC_INLINE void dtile(const int T, const int Q, float *out, const uint8_t *w, si
 	const uint8_t *wr[4 * Q];
 	UNROLL for (int i = 0; i < 4 * Q; i++)
 		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
-	const char *nx = (const char *)w + (size_t)(4 * Q) * rb;
+	const char *nx = (const char *)w + (size_t)(DPF * 4 * Q) * rb;
 	size_t share = ((size_t)(4 * Q) * rb + (size_t)steps - 1) / (size_t)steps;
 	__m128 y[Q], z[Q];
 	UNROLL for (int q = 0; q < Q; q++)
@@ -756,17 +762,26 @@ DEC_INLINE void dtile(const int T, const int Q, float *out, const uint8_t *w, si
 	}
 }
 
-/* decode512: one activation row, 8 weight rows at a time (then 4) */
+/*
+ * decode512: one activation row, 4 weight rows at a time (dtile Q 1),
+ * prefetching 2 tiles ahead (DPF). Measured on smollm2-135m's 210 Q4_0
+ * layer matrices (576 and 1536 wide, 60 MB: from DRAM), one thread, best
+ * of 60 passes: 8-row tiles (Q 2) prefetching the next tile, as this path
+ * first ran, 4.1 ms, slower than the 4 x 1 tile (4.0 ms); 8 rows 2 tiles
+ * ahead 3.5 ms; 4 rows 1 tile ahead 3.4 ms; 4 rows 2 tiles ahead 3.1 ms
+ * (19 GB/s, the measured one-thread DRAM limit), 3 tiles 3.2, 4 tiles
+ * 3.25; no software prefetch 5.3 ms, prefetcht1/t2 as slow as none. The
+ * default model's 9 MB of Q4_0 (L3-resident): 0.370 ms at 8 rows, 0.372
+ * at 4 (the 4 x 1 tile: 0.517). Q5_0: 4 rows 2 ahead 4.9 ms from DRAM
+ * (8 rows: 5.6, the 4 x 1 tile 4.9) and 0.593 ms from L3 (8 rows: 0.618).
+ */
 DEC_INLINE void decode512(const int T, float *out, const char *x, const pm_weight *w, int m0, int m1)
 {
 	int nb = w->cols / 32;
 	size_t rb = w->row_bytes;
 	xg4 g[DXG];
 	xstage(g, (const pm_act32 *)x, nb);
-	int m = m0;
-	for (; m + 8 <= m1; m += 8)
-		dtile(T, 2, out + m, pm_weight_row(w, m), rb, 8, g, nb);
-	for (; m < m1; m += 4)
+	for (int m = m0; m < m1; m += 4)
 		dtile(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 4 ? m1 - m : 4, g, nb);
 }
 #endif
@@ -812,9 +827,27 @@ QMM_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t
 				batch16(T, o, ldo, wm, rb, nw, x + (size_t)r0 * xs, xs, r1 - r0, nb);
 		}
 #else
+		/* the first tile of activation rows against each 4 weight rows
+		 * prefetches the next 4 (as decode does): without it the
+		 * hardware prefetcher left this path waiting on DRAM. Kernel
+		 * alone, one thread, medians of 6-8 alternating runs (each the
+		 * best of its passes) over smollm2-135m's 210 layer matrices
+		 * at 8 rows: Q8_0 (113 MB) 77.3 -> 49.3 ms, Q4_0 (60 MB)
+		 * 40.2 -> 35.9 ms; the default model's Q4_0 (L3-resident)
+		 * 3.21 -> 3.07 ms; its Q8_0 at 64 rows unchanged (~60 ms) */
 		for (int m = m0; m < m1; m += 4) {
 			const uint8_t *wm = pm_weight_row(w, m);
 			int nw = m1 - m < 4 ? m1 - m : 4, r = r0;
+			if (r + 4 <= r1) {
+				tile(T, 4, 1, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+				r += 4;
+			} else if (r + 2 <= r1) {
+				tile(T, 2, 1, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+				r += 2;
+			} else {
+				tile(T, 1, 1, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
+				r++;
+			}
 			for (; r + 4 <= r1; r += 4)
 				tile(T, 4, 0, out + (size_t)r * ldo + m, ldo, wm, rb, nw, x + (size_t)r * xs, xs, nb);
 			for (; r + 2 <= r1; r += 2)
