@@ -470,16 +470,6 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
  * gives bitwise what it gives in a batch.
  */
 
-/* kscales_v: a Q4_K/Q5_K super-block's 8 scales as 16 int16, twice (one
- * per 128-bit lane, for shuffles), and its mins spread one per 16
- * elements (corr). */
-AVX2_INLINE __m256i kscales_v(const uint8_t *b, __m256i *corr)
-{
-	__m128i k = kscales8(b), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(k, 8));
-	*corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-	return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(k));
-}
-
 /* kscales8x2 is kscales8 of two super-blocks, b0's in the low lane and
  * b1's in the high one. */
 AVX2_INLINE __m256i kscales8x2(const uint8_t *b0, const uint8_t *b1)
