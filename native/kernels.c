@@ -516,7 +516,7 @@ static const pm_kernels kernels_avx2_32 = {
 	.attend = attend_32,
 };
 
-static int has_avx512vl(void)
+int pm_cpu_has_avx512vl(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
@@ -532,12 +532,12 @@ const pm_kernels *pm_kernels_avx2(void)
 {
 	if (!pm_cpu_has_avx2())
 		return NULL;
-	return has_avx512vl() ? &kernels_avx2_32 : &kernels_avx2;
+	return pm_cpu_has_avx512vl() ? &kernels_avx2_32 : &kernels_avx2;
 }
 
 pm_attend_fn pm_attend_avx2(int regs)
 {
-	if (!pm_cpu_has_avx2() || (regs == 32 && !has_avx512vl()))
+	if (!pm_cpu_has_avx2() || (regs == 32 && !pm_cpu_has_avx512vl()))
 		return NULL;
 	return regs == 32 ? attend_32 : regs == 16 ? attend_16 : pm_kernels_avx2()->attend;
 }
@@ -545,6 +545,11 @@ pm_attend_fn pm_attend_avx2(int regs)
 #else /* not x86-64 GCC/Clang: portable only */
 
 int pm_cpu_has_avx2(void)
+{
+	return 0;
+}
+
+int pm_cpu_has_avx512vl(void)
 {
 	return 0;
 }

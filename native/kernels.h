@@ -81,6 +81,10 @@ pm_attend_fn pm_attend_avx2(int regs);
 /* pm_cpu_has_avx2 reports whether the CPU runs the AVX2+FMA kernels. */
 int pm_cpu_has_avx2(void);
 
+/* pm_cpu_has_avx512vl reports whether the CPU has AVX-512F and VL: the
+ * 32-register copies of the float tiles and of attention (same bits). */
+int pm_cpu_has_avx512vl(void);
+
 /*
  * pm_kernels_avx2 returns the AVX2+FMA set, or NULL when this build or CPU
  * cannot run it.

@@ -81,19 +81,13 @@ static inline int pass_rows_32(int n, int left)
 #undef MMF_SFX
 #undef MMF_RMAX
 
-static int has_avx512vl(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-}
-
 pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs)
 {
 	if (!pm_cpu_has_avx2() || !__builtin_cpu_supports("f16c"))
 		return NULL;
 	if (regs == 0)
-		regs = has_avx512vl() ? 32 : 16;
-	if (regs == 32 && !has_avx512vl())
+		regs = pm_cpu_has_avx512vl() ? 32 : 16;
+	if (regs == 32 && !pm_cpu_has_avx512vl())
 		return NULL;
 	switch (type) {
 	case PM_TYPE_F32:
