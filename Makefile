@@ -41,8 +41,8 @@ image: models ## the OCI image archive build/picometer.oci.tar (IMAGE=name:tag):
 
 models: ## generate the tiny and default GGUF models under build/models (deterministic; not committed)
 	@mkdir -p $(MODELS)
-	$(GO) run ./native/cmd/mkmodel -preset tiny -o $(TINY)
-	$(GO) run ./native/cmd/mkmodel -preset default -o $(DEFAULT)
+	$(GO) run ./modelgen/cmd/mkmodel -preset tiny -o $(TINY)
+	$(GO) run ./modelgen/cmd/mkmodel -preset default -o $(DEFAULT)
 
 run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n
 	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh

@@ -20,8 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/native/gguf/modelgen"
 	"github.com/picometer/picometer/schema"
 
 	"github.com/picometer/picometer/internal/testenv"

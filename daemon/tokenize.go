@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/native/gguf"
 	"github.com/picometer/picometer/schema"
 	"github.com/picometer/picometer/tokenizer"
 )

@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/picometer/picometer/internal/testenv"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/native/gguf/modelgen"
 	"github.com/picometer/picometer/tokenizer"
 )
 

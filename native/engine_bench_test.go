@@ -3,7 +3,7 @@
 package native
 
 // Benchmarks on the default model (PICOMETER_DEFAULT_MODEL; create it with
-// `go run ./native/cmd/mkmodel -preset default -o build/models/default.gguf`),
+// `go run ./modelgen/cmd/mkmodel -preset default -o build/models/default.gguf`),
 // one compute thread. Targets on the 2-core reference machine: batch 1 >= 200
 // tok/s, batch 8 >= 3x batch 1, metrics on/off >= 0.99. Ratios are measured
 // side by side inside one benchmark (alternating), because the machine is
@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 
 	"github.com/picometer/picometer/internal/testenv"
 )

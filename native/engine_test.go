@@ -3,7 +3,7 @@
 package native
 
 // Tests of the C engine through its Go binding, on the tiny model written by
-// native/gguf/modelgen into a temporary directory, with the pure-Go
+// modelgen into a temporary directory, with the pure-Go
 // reference forward pass (native/internal/reference) as the oracle.
 
 import (
@@ -17,7 +17,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
 )
 

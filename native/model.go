@@ -35,6 +35,6 @@ type MetaKV struct {
 	Type uint32 // GGUF value type (0 uint8 … 12 float64)
 	// Value is the encoded value (copied): a scalar's bytes; a string's
 	// uint64 length and bytes; an array's element type, uint64 count and
-	// elements. native/gguf's DecodeValue decodes it.
+	// elements. gguf's DecodeValue decodes it.
 	Value []byte
 }

@@ -1,7 +1,7 @@
 package native_test
 
 // Tests of the C GGUF loader (gguf.c) through model_cgo.go. The package is
-// native_test because the files come from native/gguf/modelgen, which native's
+// native_test because the files come from modelgen, which native's
 // own tests (package native) must be able to import as well.
 
 import (
@@ -15,9 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
 
 	"github.com/picometer/picometer/internal/testenv"
 )

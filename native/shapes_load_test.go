@@ -6,9 +6,9 @@ package native_test
 import (
 	"testing"
 
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
 )
 
 func delTensor(f *gguf.File, name string) {

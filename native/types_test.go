@@ -15,8 +15,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
 )
 

@@ -47,7 +47,7 @@ once='BenchmarkEmitter BenchmarkRoutingScrape BenchmarkVsStatsdExporter'
 mkdir -p build/models build/bin
 export PICOMETER_DEFAULT_MODEL=${PICOMETER_DEFAULT_MODEL:-$PWD/build/models/default.gguf}
 if [[ -z ${PICOMETER_BENCH_MODELS:-} ]]; then
-	go build -o build/bin/mkmodel ./native/cmd/mkmodel
+	go build -o build/bin/mkmodel ./modelgen/cmd/mkmodel
 	models=()
 	for preset in default smollm2-135m; do
 		for type in f16 q8_0 q4_0 q4_k_m; do

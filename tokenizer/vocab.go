@@ -3,7 +3,7 @@ package tokenizer
 import (
 	"fmt"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // llama.cpp's token types (enum llama_token_type), tokenizer.ggml.token_type.

@@ -17,11 +17,11 @@ export PICOMETER_TINY_MODEL=${PICOMETER_TINY_MODEL:-$PWD/build/models/tiny.gguf}
 # Always regenerate (about 0.2 s) so a change to the model generator never
 # leaves a stale file behind.
 mkdir -p "$(dirname "$PICOMETER_TINY_MODEL")"
-go run ./native/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
+go run ./modelgen/cmd/mkmodel -preset tiny -o "$PICOMETER_TINY_MODEL"
 # The tiny-k shape in every file type, for test_engine's typed-model test.
 export PICOMETER_TYPED_MODELS=$PWD/$out/models
 mkdir -p "$PICOMETER_TYPED_MODELS"
-go build -o "$out/mkmodel" ./native/cmd/mkmodel
+go build -o "$out/mkmodel" ./modelgen/cmd/mkmodel
 for type in f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m q5_k_m q6_k; do
 	"$out/mkmodel" -preset tiny-k -type "$type" -o "$PICOMETER_TYPED_MODELS/tiny-k-$type.gguf"
 done

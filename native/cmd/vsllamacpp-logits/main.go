@@ -25,8 +25,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
 )
 

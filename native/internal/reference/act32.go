@@ -1,6 +1,6 @@
 package reference
 
-import "github.com/picometer/picometer/native/gguf"
+import "github.com/picometer/picometer/gguf"
 
 // The 32-wide block types compute with activations quantized per 32
 // elements (native/qmm_32.c registers their integer kernels).

@@ -1,6 +1,6 @@
 package reference
 
-import "github.com/picometer/picometer/native/gguf"
+import "github.com/picometer/picometer/gguf"
 
 // The K-quants compute with activations quantized per 256 elements, as the
 // engine's integer kernels in native/qmm_k.c do.

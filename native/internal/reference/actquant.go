@@ -3,7 +3,7 @@ package reference
 import (
 	"math"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // actBlock maps a weight type to the block size its activations are

@@ -3,7 +3,7 @@
 // the C engine is checked against. It favours being obviously correct over
 // being fast (llama2.c's run.c, in float64): every activation is a float64,
 // every weight is read from the float32 (or widened F16) tensors of a GGUF
-// file as native/gguf parsed it.
+// file as gguf parsed it.
 //
 // The model (the same conventions as native/model.h):
 //
@@ -42,7 +42,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // Config holds the hyperparameters read from ARCH.* metadata, where ARCH is

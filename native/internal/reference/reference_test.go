@@ -11,8 +11,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/greedy.golden.json")

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 func main() {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // Real-model shapes with deterministic random weights, and the tiny models

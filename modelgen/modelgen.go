@@ -1,6 +1,6 @@
 // Package modelgen writes picometer's deterministic-weight Llama models as
 // GGUF v3 files: the default preset the daemon serves and the tiny preset
-// the tests use. The mkmodel command (native/cmd/mkmodel) is a thin wrapper;
+// the tests use. The mkmodel command (modelgen/cmd/mkmodel) is a thin wrapper;
 // tests elsewhere call [Write] directly:
 //
 //	path := filepath.Join(t.TempDir(), "tiny.gguf")
@@ -37,7 +37,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // The vocabulary (mirrors native/vocab.go; native's model test checks it).

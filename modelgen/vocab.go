@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/tokenizer"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // Types are the file types Preset.Type accepts, as llama.cpp's quantize

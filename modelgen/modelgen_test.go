@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/sha256.golden.json")
@@ -77,7 +77,7 @@ func TestGolden(t *testing.T) {
 	}
 	for name, sum := range got {
 		if want[name] != sum {
-			t.Errorf("%s: sha256 %s, want %s (go test ./native/gguf/modelgen -update if the change is intended)", name, sum, want[name])
+			t.Errorf("%s: sha256 %s, want %s (go test ./modelgen -update if the change is intended)", name, sum, want[name])
 		}
 	}
 }

@@ -1,10 +1,10 @@
 // Command mkmodel writes a deterministic-weight Llama model as a GGUF v3
-// file (see package native/gguf/modelgen for the presets and metadata):
+// file (see package modelgen for the presets and metadata):
 //
-//	go run ./native/cmd/mkmodel -preset tiny -o build/models/tiny.gguf
-//	go run ./native/cmd/mkmodel -preset default -o build/models/default.gguf
-//	go run ./native/cmd/mkmodel -preset default -type q4_k_m -o build/models/default-q4_k_m.gguf
-//	go run ./native/cmd/mkmodel -preset smollm2-135m -o build/models/smollm2-135m.gguf
+//	go run ./modelgen/cmd/mkmodel -preset tiny -o build/models/tiny.gguf
+//	go run ./modelgen/cmd/mkmodel -preset default -o build/models/default.gguf
+//	go run ./modelgen/cmd/mkmodel -preset default -type q4_k_m -o build/models/default-q4_k_m.gguf
+//	go run ./modelgen/cmd/mkmodel -preset smollm2-135m -o build/models/smollm2-135m.gguf
 //
 // Presets: default and tiny (the served and the test model), tiny-k, the
 // real shapes smollm2-135m, qwen2.5-0.5b and llama-3.2-1b (random weights,
@@ -12,7 +12,7 @@
 // tiny-qwen3 (tiny models with those shapes' features, for tests). Large
 // presets take a while; when stderr is a terminal mkmodel shows progress.
 //
-//	go run ./native/cmd/mkmodel -preset tiny -tied -tokenizer DIR/tokenizer.json -o llama3.gguf
+//	go run ./modelgen/cmd/mkmodel -preset tiny -tied -tokenizer DIR/tokenizer.json -o llama3.gguf
 //
 // -tokenizer writes a Hugging Face tokenizer.json's vocabulary (and the
 // chat template and special tokens of the tokenizer_config.json beside it)
@@ -30,7 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/tokenizer"
 )
 

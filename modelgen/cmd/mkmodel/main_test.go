@@ -9,8 +9,8 @@ import (
 
 	"github.com/picometer/picometer/internal/testenv"
 
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 )
 
 func TestRun(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/picometer/picometer/native/gguf"
-	"github.com/picometer/picometer/native/gguf/modelgen"
+	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/modelgen"
 )
 
 // Tests elsewhere create the tiny model in a temporary directory.

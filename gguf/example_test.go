@@ -3,7 +3,7 @@ package gguf_test
 import (
 	"fmt"
 
-	"github.com/picometer/picometer/native/gguf"
+	"github.com/picometer/picometer/gguf"
 )
 
 // A file written and read back. The 173 bytes of header, metadata and
