@@ -127,3 +127,27 @@ func FuzzRenderTemplate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplit: every pre-tokenizer cuts any text (untrusted bytes, invalid
+// UTF-8 included) into non-empty pieces that follow each other and cover
+// it, the invariant BPE relies on.
+func FuzzSplit(f *testing.F) {
+	for _, s := range []string{"", "Hello, world!", "x=1234 `y`", " 你好\n\n  ", "ab\u3000cd  \r\n", "'s'LL 12.5", "\xff\xfe\x80 a", "😶\u200d🌫️ (x)"} {
+		f.Add(s)
+	}
+	names := knownPre()
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, name := range names {
+			pos := 0
+			preTokenizers[name].split(s, func(b, e int) {
+				if b != pos || e <= b || e > len(s) {
+					t.Fatalf("%s %q: piece [%d,%d) after %d", name, s, b, e, pos)
+				}
+				pos = e
+			})
+			if pos != len(s) {
+				t.Fatalf("%s %q: pieces end at %d of %d", name, s, pos, len(s))
+			}
+		}
+	})
+}

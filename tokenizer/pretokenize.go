@@ -13,21 +13,49 @@ import (
 // covering the whole text.
 type splitter func(text string, yield func(start, end int))
 
-// The pre-tokenizers by tokenizer.ggml.pre.
-var splitters = map[string]splitter{
+// preTokenizer is what a tokenizer.ggml.pre name selects.
+type preTokenizer struct {
+	split        splitter
+	nfc          bool // normalize to NFC first (Qwen2's tokenizer.json)
+	ignoreMerges bool // a piece that is a whole token is that token (llama.cpp's ignore_merges)
+}
+
+// The pre-tokenizers by tokenizer.ggml.pre: every name llama.cpp's
+// llama-vocab.cpp accepts for a regex picometer implements, with the same
+// ignore_merges. Names llama.cpp gives more behaviour than the split (an
+// extra separator token, a dropped BOS) are left out until that is done.
+var preTokenizers = func() map[string]preTokenizer {
+	m := map[string]preTokenizer{}
+	add := func(p preTokenizer, names ...string) {
+		for _, n := range names {
+			m[n] = p
+		}
+	}
 	// Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 	// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-	"llama-bpe": func(t string, y func(int, int)) { splitLlama3(t, 3, y) },
-	"llama3":    func(t string, y func(int, int)) { splitLlama3(t, 3, y) },
-	// Qwen2/Qwen3: the Llama 3 regex with single digits (\p{N}).
-	"qwen2": func(t string, y func(int, int)) { splitLlama3(t, 1, y) },
+	llama3 := func(t string, y func(int, int)) { splitLlama3(t, 3, y) }
+	add(preTokenizer{split: llama3, ignoreMerges: true},
+		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
+	add(preTokenizer{split: llama3}, "dbrx", "smaug-bpe")
+	// Qwen2/Qwen3: the Llama 3 regex with single digits (\p{N}). NFC is
+	// Qwen's tokenizer.json normalizer (llama.cpp does not normalize).
+	qwen2 := func(t string, y func(int, int)) { splitLlama3(t, 1, y) }
+	add(preTokenizer{split: qwen2, nfc: true}, "qwen2", "deepseek-r1-qwen")
+	add(preTokenizer{split: qwen2}, "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open")
 	// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-	"default": func(t string, y func(int, int)) { splitGPT2(t, false, y) },
-	"gpt2":    func(t string, y func(int, int)) { splitGPT2(t, false, y) },
-	// SmolLM (and StarCoder): every digit alone (\p{N}), then the GPT-2 regex.
-	"smollm":    func(t string, y func(int, int)) { splitGPT2(t, true, y) },
-	"starcoder": func(t string, y func(int, int)) { splitGPT2(t, true, y) },
-}
+	// ("gpt2" is what picometer's converter wrote before it wrote "gpt-2").
+	gpt2 := func(t string, y func(int, int)) { splitGPT2(t, false, y) }
+	add(preTokenizer{split: gpt2}, "gpt2", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+		"a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4")
+	// StarCoder: every digit alone (\p{N}), then the GPT-2 regex.
+	add(preTokenizer{split: func(t string, y func(int, int)) { splitGPT2(t, true, y) }},
+		"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2")
+	add(preTokenizer{split: splitFalcon}, "falcon")
+	add(preTokenizer{split: splitDefault}, "default")
+	add(preTokenizer{split: splitDeepseekLLM}, "deepseek-llm")
+	add(preTokenizer{split: splitDeepseekCoder}, "deepseek-coder")
+	return m
+}()
 
 // Character classes, as Oniguruma (the Rust tokenizers' regex engine) reads
 // \p{L}, \p{N} and \s.

@@ -11,7 +11,7 @@ func TestSplitters(t *testing.T) {
 	f := func(pre, text string, want ...string) {
 		t.Helper()
 		var got []string
-		splitters[pre](text, func(s, e int) { got = append(got, text[s:e]) })
+		preTokenizers[pre].split(text, func(s, e int) { got = append(got, text[s:e]) })
 		if !slices.Equal(got, want) {
 			t.Errorf("%s %q: got %q, want %q", pre, text, got, want)
 		}
@@ -31,6 +31,18 @@ func TestSplitters(t *testing.T) {
 	f("gpt2", "a  b", "a", " ", " b")
 	f("smollm", "a 12", "a", " ", "1", "2")
 	f("smollm", "x  1", "x", "  ", "1")
+	f("gpt-2", "it's 42", "it", "'s", " 42")
+	f("refact", "a 12", "a", " ", "1", "2")
+	f("deepseek-coder", "a 12 b", "a", " ", "1", "2", " b")
+	f("deepseek-coder", "x 你好\ny", "x", " ", "你好", "\n", "y")
+	f("deepseek-coder", "f(x);", "f", "(", "x", ");")
+	f("deepseek-llm", "Hi  \n", "Hi", "  ", "\n")
+	f("deepseek-llm", "ab\u3000cd", "ab", "\u3000cd")
+	f("deepseek-llm", "x=12.5", "x", "=", "12", ".", "5")
+	f("falcon", "x=1234", "x", "=", "123", "4")
+	f("falcon", "a `b`", "a", " ", "`", "b", "`")
+	f("default", "a 12345", "a", " ", "123", "45")
+	f("default", "a `b`", "a", " `", "b", "`")
 }
 
 func TestEncodeRendered(t *testing.T) {

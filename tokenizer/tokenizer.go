@@ -70,13 +70,11 @@ func New(v *Vocab) (*Tokenizer, error) {
 		if pre == "" {
 			pre = "default"
 		}
-		sp, ok := splitters[pre]
+		p, ok := preTokenizers[pre]
 		if !ok {
 			return nil, fmt.Errorf("tokenizer.ggml.pre: %q is not a known pre-tokenizer (want one of %s)", v.Pre, strings.Join(knownPre(), ", "))
 		}
-		t.split = sp
-		t.nfc = pre == "qwen2"
-		t.ignoreMerges = pre == "llama-bpe" || pre == "llama3"
+		t.split, t.nfc, t.ignoreMerges = p.split, p.nfc, p.ignoreMerges
 	case "llama":
 		t.kind = kindSPM
 	default:
@@ -100,8 +98,14 @@ func New(v *Vocab) (*Tokenizer, error) {
 				continue
 			}
 		case t.kind == kindBPE:
-			b, _ := unByteLevel(text)
+			b, ok := unByteLevel(text)
 			t.piece[id] = b
+			if !ok {
+				// Not in the byte-level alphabet (Command-R has "\u200d"
+				// beside "âĢį"): no byte-level text spells it, so BPE never
+				// makes it, as in llama.cpp; it still decodes to its text.
+				continue
+			}
 			if len(b) == 1 && t.byteTok[b[0]] < 0 {
 				t.byteTok[b[0]] = int32(id)
 			}
@@ -184,7 +188,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 
 func knownPre() []string {
 	var s []string
-	for k := range splitters {
+	for k := range preTokenizers {
 		s = append(s, k)
 	}
 	sort.Strings(s)
