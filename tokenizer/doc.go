@@ -18,7 +18,7 @@
 //
 // Models (tokenizer.ggml.model): "gpt2" (byte-level BPE with merges; its
 // tokenizer.ggml.pre is any name llama.cpp accepts for the Llama 3, Qwen2,
-// GPT-2, StarCoder, Falcon, DeepSeek LLM, DeepSeek Coder or default
+// Qwen3.5, GPT-2, StarCoder, Falcon, DeepSeek LLM, DeepSeek Coder or default
 // regexes: the preTokenizers table), "llama" (SentencePiece-style BPE with
 // byte fallback, by merges when the file has them, else by scores) and
 // "picometer-bytes" (one token per byte). Any other model or

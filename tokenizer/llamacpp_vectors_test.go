@@ -20,7 +20,6 @@ import (
 var llamacppUnsupported = map[string]string{
 	"bert-bge": `tokenizer.ggml.model "bert": WordPiece (WPM), not implemented`,
 	"gemma-4":  `tokenizer.ggml.model "gemma4": BPE over ▁-escaped text split at newlines, not implemented`,
-	"qwen35":   `tokenizer.ggml.pre "qwen35": the Qwen2 regex with marks (\p{M}) counted as letters, not implemented`,
 }
 
 // TestLlamaCppVectors runs llama.cpp's own tokenizer test vectors

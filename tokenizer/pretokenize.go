@@ -33,15 +33,18 @@ var preTokenizers = func() map[string]preTokenizer {
 	}
 	// Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 	// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-	llama3 := func(t string, y func(int, int)) { splitLlama3(t, 3, y) }
+	llama3 := func(t string, y func(int, int)) { splitLlama3(t, 3, false, y) }
 	add(preTokenizer{split: llama3, ignoreMerges: true},
 		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
 	add(preTokenizer{split: llama3}, "dbrx", "smaug-bpe")
 	// Qwen2/Qwen3: the Llama 3 regex with single digits (\p{N}). NFC is
 	// Qwen's tokenizer.json normalizer (llama.cpp does not normalize).
-	qwen2 := func(t string, y func(int, int)) { splitLlama3(t, 1, y) }
+	qwen2 := func(t string, y func(int, int)) { splitLlama3(t, 1, false, y) }
 	add(preTokenizer{split: qwen2, nfc: true}, "qwen2", "deepseek-r1-qwen")
 	add(preTokenizer{split: qwen2}, "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open")
+	// Qwen3.5: the Qwen2 regex with marks as letters: [\p{L}\p{M}]+ and
+	//  ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*.
+	add(preTokenizer{split: func(t string, y func(int, int)) { splitLlama3(t, 1, true, y) }}, "qwen35")
 	// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 	// ("gpt2" is what picometer's converter wrote before it wrote "gpt-2").
 	gpt2 := func(t string, y func(int, int)) { splitGPT2(t, false, y) }
@@ -138,15 +141,15 @@ func spaceRun(t string, i int, nl bool) int {
 	}
 }
 
-func splitLlama3(t string, maxDigits int, yield func(int, int)) {
+func splitLlama3(t string, maxDigits int, marks bool, yield func(int, int)) {
 	for i := 0; i < len(t); {
 		start := i
 		r, n := at(t, i)
 		switch {
 		case r == '\'' && contraction(t, i, true) > 0:
 			i += contraction(t, i, true)
-		case isL(r):
-			i = letters(t, i+n)
+		case isLM(r, marks):
+			i = letters(t, i+n, marks)
 		case isN(r):
 			i += n
 			for d := 1; d < maxDigits; d++ {
@@ -156,22 +159,22 @@ func splitLlama3(t string, maxDigits int, yield func(int, int)) {
 				}
 				i += n2
 			}
-		case !isNL(r) && !isS(r) && isLetterAt(t, i+n):
+		case !isNL(r) && !isS(r) && isLetterAt(t, i+n, marks):
 			// [^\r\n\p{L}\p{N}]?\p{L}+ with a leading punctuation mark
-			i = letters(t, i+n)
-		case r == ' ' && isPunctAt(t, i+n), !isS(r):
+			i = letters(t, i+n, marks)
+		case r == ' ' && isPunctAt(t, i+n, marks), !isS(r):
 			//  ?[^\s\p{L}\p{N}]+[\r\n]*
 			if r == ' ' {
 				i += n
 			}
-			i = punct(t, i)
+			i = punct(t, i, marks)
 			for i < len(t) && (t[i] == '\r' || t[i] == '\n') {
 				i++
 			}
 		default:
 			// [^\r\n\p{L}\p{N}]?\p{L}+ with a leading non-newline space
-			if !isNL(r) && isLetterAt(t, i+n) {
-				i = letters(t, i+n)
+			if !isNL(r) && isLetterAt(t, i+n, marks) {
+				i = letters(t, i+n, marks)
 				break
 			}
 			i = spaceRun(t, i, true)
@@ -220,7 +223,7 @@ func gpt2(t string, off int, yield func(int, int)) {
 		case r == '\'' && contraction(t, i, false) > 0:
 			i += contraction(t, i, false)
 		case n2 > 0 && isL(r2):
-			i = letters(t, i+sp+n2)
+			i = letters(t, i+sp+n2, false)
 		case n2 > 0 && isN(r2):
 			i += sp + n2
 			for {
@@ -231,7 +234,7 @@ func gpt2(t string, off int, yield func(int, int)) {
 				i += n3
 			}
 		case n2 > 0 && !isS(r2):
-			i = punct(t, i+sp)
+			i = punct(t, i+sp, false)
 		default:
 			i = spaceRun(t, i, false)
 		}
@@ -239,30 +242,37 @@ func gpt2(t string, off int, yield func(int, int)) {
 	}
 }
 
-// letters returns the end of the run of \p{L} from i.
-func letters(t string, i int) int {
+// letters returns the end of the run of \p{L} (with marks, [\p{L}\p{M}])
+// from i.
+func letters(t string, i int, marks bool) int {
 	for {
 		r, n := at(t, i)
-		if n == 0 || !isL(r) {
+		if n == 0 || !isLM(r, marks) {
 			return i
 		}
 		i += n
 	}
 }
 
-// punct returns the end of the run of [^\s\p{L}\p{N}] from i.
-func punct(t string, i int) int {
+// punct returns the end of the run of [^\s\p{L}\p{N}] (with marks,
+// [^\s\p{L}\p{M}\p{N}]) from i.
+func punct(t string, i int, marks bool) int {
 	for {
 		r, n := at(t, i)
-		if n == 0 || isS(r) || isL(r) || isN(r) {
+		if n == 0 || isS(r) || isLM(r, marks) || isN(r) {
 			return i
 		}
 		i += n
 	}
 }
 
-func isLetterAt(t string, i int) bool { r, n := at(t, i); return n > 0 && isL(r) }
-func isPunctAt(t string, i int) bool {
+// isLM is \p{L}, or [\p{L}\p{M}] with marks (Qwen3.5).
+func isLM(r rune, marks bool) bool {
+	return isL(r) || marks && r >= utf8.RuneSelf && unicode.IsMark(r)
+}
+
+func isLetterAt(t string, i int, marks bool) bool { r, n := at(t, i); return n > 0 && isLM(r, marks) }
+func isPunctAt(t string, i int, marks bool) bool {
 	r, n := at(t, i)
-	return n > 0 && !isS(r) && !isL(r) && !isN(r)
+	return n > 0 && !isS(r) && !isLM(r, marks) && !isN(r)
 }

@@ -32,6 +32,8 @@ func TestSplitters(t *testing.T) {
 	f("smollm", "a 12", "a", " ", "1", "2")
 	f("smollm", "x  1", "x", "  ", "1")
 	f("gpt-2", "it's 42", "it", "'s", " 42")
+	f("qwen2", "e\u0301x !\u0301", "e", "\u0301x", " !\u0301")
+	f("qwen35", "e\u0301x !\u0301", "e\u0301x", " !", "\u0301")
 	f("refact", "a 12", "a", " ", "1", "2")
 	f("deepseek-coder", "a 12 b", "a", " ", "1", "2", " b")
 	f("deepseek-coder", "x 你好\ny", "x", " ", "你好", "\n", "y")
