@@ -46,7 +46,7 @@ func TestLoadErrors(t *testing.T) {
 		}
 	}
 	tokens := []string{"a", "b"}
-	f(&Vocab{Model: "wordpiece", Tokens: tokens}, `tokenizer.ggml.model: "wordpiece" is not a known tokenizer model (want gpt2, llama or picometer-bytes)`)
+	f(&Vocab{Model: "wordpiece", Tokens: tokens}, `tokenizer.ggml.model: "wordpiece" is not a known tokenizer model (want gpt2, llama, gemma4 or picometer-bytes)`)
 	if _, err := New(&Vocab{Model: "gpt2", Pre: "tekken", Tokens: tokens}); err == nil ||
 		!strings.HasPrefix(err.Error(), `tokenizer.ggml.pre: "tekken" is not a known pre-tokenizer (want one of a.x-4.0, codeshell, command-r,`) {
 		t.Errorf("unknown pre: %v", err)

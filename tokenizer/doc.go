@@ -20,7 +20,8 @@
 // tokenizer.ggml.pre is any name llama.cpp accepts for the Llama 3, Qwen2,
 // Qwen3.5, GPT-2, StarCoder, Falcon, DeepSeek LLM, DeepSeek Coder or default
 // regexes: the preTokenizers table), "llama" (SentencePiece-style BPE with
-// byte fallback, by merges when the file has them, else by scores) and
+// byte fallback, by merges when the file has them, else by scores),
+// "gemma4" (the same by merges, each line and run of newlines apart) and
 // "picometer-bytes" (one token per byte). Any other model or
 // pre-tokenizer is a load error naming the value. llama.cpp's own test
 // vectors (models/ggml-vocab-*.gguf.inp/.out) pass for every vocabulary

@@ -19,7 +19,6 @@ import (
 // the test instead of quietly becoming "unsupported".
 var llamacppUnsupported = map[string]string{
 	"bert-bge": `tokenizer.ggml.model "bert": WordPiece (WPM), not implemented`,
-	"gemma-4":  `tokenizer.ggml.model "gemma4": BPE over ▁-escaped text split at newlines, not implemented`,
 }
 
 // TestLlamaCppVectors runs llama.cpp's own tokenizer test vectors

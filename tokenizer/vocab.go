@@ -19,7 +19,7 @@ const (
 // Vocab is a tokenizer as a GGUF file describes it (tokenizer.ggml.* and
 // tokenizer.chat_template). [FromGGUF] reads it, [New] builds the encoder.
 type Vocab struct {
-	Model  string    // tokenizer.ggml.model: "gpt2", "llama" or "picometer-bytes"
+	Model  string    // tokenizer.ggml.model: "gpt2", "llama", "gemma4" or "picometer-bytes"
 	Pre    string    // tokenizer.ggml.pre (gpt2 only): the pre-tokenizer
 	Tokens []string  // tokenizer.ggml.tokens, by id
 	Types  []int32   // tokenizer.ggml.token_type (TypeNormal when absent)
@@ -31,9 +31,10 @@ type Vocab struct {
 	BOS, EOS, EOT, EOM, Pad, Unk int32
 
 	AddBOS, AddEOS bool // tokenizer.ggml.add_bos_token, add_eos_token
-	// AddSpacePrefix (tokenizer.ggml.add_space_prefix, llama only; default
-	// true as in llama.cpp) puts ▁ before the text and before the text
-	// after each special token, and decoding drops one leading space.
+	// AddSpacePrefix (tokenizer.ggml.add_space_prefix, llama and gemma4;
+	// default true for llama and false for gemma4, as in llama.cpp) puts ▁
+	// before the text and before the text after each special token, and
+	// decoding drops one leading space.
 	AddSpacePrefix bool
 	ChatTemplate   string // tokenizer.chat_template ("" when absent)
 }
@@ -68,6 +69,7 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.AddSpacePrefix = v.Model != "gemma4" // llama.cpp's default for a BPE model is false
 	get := func(key string, dst any) error {
 		x, ok := f.Get(key)
 		if !ok {
@@ -178,7 +180,7 @@ func (v *Vocab) KV() []gguf.KV {
 	kv = append(kv,
 		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: v.AddBOS},
 		gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: v.AddEOS})
-	if v.Model == "llama" {
+	if v.Model == "llama" || v.Model == "gemma4" {
 		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: v.AddSpacePrefix})
 	}
 	if v.ChatTemplate != "" {
