@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -12,18 +13,36 @@ import (
 // unicode_regex_split runs the same sequence). A stage sees one piece, so
 // its anchors and look-aheads end at the piece's end.
 
-// chain runs stages in order.
+// chain runs stages in order. Each stage's pieces are kept as their end
+// offsets in two buffers from a pool, so a split allocates only its one
+// collecting closure, not one per piece.
 func chain(stages ...splitter) splitter {
-	return func(t string, yield func(int, int)) { chainFrom(t, 0, stages, yield) }
+	return func(t string, yield func(int, int)) {
+		w := chainPool.Get().(*chainWork)
+		ends, next := append(w.a[:0], len(t)), w.b[:0]
+		base := 0
+		add := func(_, e int) { next = append(next, base+e) }
+		for _, st := range stages {
+			next, base = next[:0], 0
+			for _, e := range ends {
+				st(t[base:e], add)
+				base = e
+			}
+			ends, next = next, ends
+		}
+		start := 0
+		for _, e := range ends {
+			yield(start, e)
+			start = e
+		}
+		w.a, w.b = ends, next
+		chainPool.Put(w)
+	}
 }
 
-func chainFrom(t string, off int, stages []splitter, yield func(int, int)) {
-	if len(stages) == 1 {
-		stages[0](t, func(s, e int) { yield(off+s, off+e) })
-		return
-	}
-	stages[0](t, func(s, e int) { chainFrom(t[s:e], off+s, stages[1:], yield) })
-}
+type chainWork struct{ a, b []int }
+
+var chainPool = sync.Pool{New: func() any { return new(chainWork) }}
 
 // A matcher is one regex anchored at i: it returns the end of its match
 // (i when it does not match there). Every matcher here fails in constant
