@@ -18,6 +18,7 @@ type preTokenizer struct {
 	split        splitter
 	nfc          bool // normalize to NFC first (Qwen2's tokenizer.json)
 	ignoreMerges bool // a piece that is a whole token is that token (llama.cpp's ignore_merges)
+	addBOS       bool // add BOS when the file has no tokenizer.ggml.add_bos_token (llama.cpp's default)
 }
 
 // The pre-tokenizers by tokenizer.ggml.pre: every name llama.cpp's
@@ -34,7 +35,7 @@ var preTokenizers = func() map[string]preTokenizer {
 	// Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 	// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 	llama3 := func(t string, y func(int, int)) { splitLlama3(t, 3, false, y) }
-	add(preTokenizer{split: llama3, ignoreMerges: true},
+	add(preTokenizer{split: llama3, ignoreMerges: true, addBOS: true},
 		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
 	add(preTokenizer{split: llama3}, "dbrx", "smaug-bpe")
 	// Qwen2/Qwen3: the Llama 3 regex with single digits (\p{N}). NFC is

@@ -30,7 +30,10 @@ type Vocab struct {
 	// eot_token_id, eom_token_id, padding_token_id, unknown_token_id.
 	BOS, EOS, EOT, EOM, Pad, Unk int32
 
-	AddBOS, AddEOS bool // tokenizer.ggml.add_bos_token, add_eos_token
+	// AddBOS, AddEOS: tokenizer.ggml.add_bos_token, add_eos_token. Without
+	// the key, as in llama.cpp: AddBOS for llama, gemma4 (always) and the
+	// Llama 3 pre-tokenizers; AddEOS false.
+	AddBOS, AddEOS bool
 	// AddSpacePrefix (tokenizer.ggml.add_space_prefix, llama and gemma4;
 	// default true for llama and false for gemma4, as in llama.cpp) puts ▁
 	// before the text and before the text after each special token, and
@@ -70,6 +73,9 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 		return nil, err
 	}
 	v.AddSpacePrefix = v.Model != "gemma4" // llama.cpp's default for a BPE model is false
+	// add_bos_token when the file has none: llama.cpp's default, true for
+	// SentencePiece and Gemma 4 and for the Llama 3 pre-tokenizers.
+	v.AddBOS = v.Model == "llama" || v.Model == "gemma4" || v.Model == "gpt2" && preTokenizers[v.Pre].addBOS
 	get := func(key string, dst any) error {
 		x, ok := f.Get(key)
 		if !ok {
@@ -142,6 +148,9 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 		if err := get(kv.key, kv.dst); err != nil {
 			return nil, err
 		}
+	}
+	if v.Model == "gemma4" {
+		v.AddBOS = true // as llama.cpp forces it: Gemma 4 files say false and need BOS
 	}
 	return v, nil
 }
