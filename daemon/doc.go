@@ -52,7 +52,8 @@
 // The tokenizer and chat template come from the model file (tokenize.go,
 // package tokenizer): a model with a real vocabulary (tokenizer.ggml.model
 // gpt2 or llama) tokenizes text prompts with it (BOS/EOS as its
-// add_bos_token/add_eos_token say) and renders chats with its
+// add_bos_token/add_eos_token say; special-token text in a text prompt is
+// that token, as vLLM and llama.cpp's server read it) and renders chats with its
 // tokenizer.chat_template; special tokens the template writes are single
 // tokens, their text inside a message's content is text. A template that
 // fails (raise_exception, or one the Jinja engine cannot parse) is a 400

@@ -81,9 +81,12 @@ func containsID(ids []int32, id int32) bool {
 
 // prompt tokenizes r's prompt with the model's tokenizer: the messages of
 // a chat (rendered by the chat template), or the text of a completion
-// (with BOS/EOS as the vocabulary says). Token-id prompts and the byte
-// vocabulary keep what decoding made. A template that fails to render is
-// a 400 naming the template's error.
+// (with BOS/EOS as the vocabulary says, and the text of a special token,
+// "<|eot_id|>", read as that token: the prompt is the caller's own
+// formatting, as vLLM, llama.cpp's server and Hugging Face's tokenizer
+// read it). Token-id prompts and the byte vocabulary keep what decoding
+// made. A template that fails to render is a 400 naming the template's
+// error.
 func (c *codec) prompt(r *genRequest) *apiError {
 	if c.tk == nil {
 		return nil
@@ -100,7 +103,7 @@ func (c *codec) prompt(r *genRequest) *apiError {
 		if c.tk.AddBOS() && c.tk.BOS() >= 0 {
 			r.Prompt = append(r.Prompt, c.tk.BOS())
 		}
-		r.Prompt = c.tk.Encode(r.Prompt, r.Text, false)
+		r.Prompt = c.tk.Encode(r.Prompt, r.Text, true)
 		if c.tk.AddEOS() && c.tk.EOS() >= 0 {
 			r.Prompt = append(r.Prompt, c.tk.EOS())
 		}

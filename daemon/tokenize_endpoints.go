@@ -151,8 +151,8 @@ func (c *codec) tokens(r *tokenizeRequest) ([]int32, *apiError) {
 		for i := 0; i < len(r.Text); i++ {
 			out = append(out, int32(r.Text[i]))
 		}
-	default:
-		out = c.tk.Encode(out, r.Text, false)
+	default: // special-token text is the token, as in a completions prompt
+		out = c.tk.Encode(out, r.Text, true)
 		if r.AddSpecial && c.tk.AddEOS() && c.tk.EOS() >= 0 {
 			out = append(out, c.tk.EOS())
 		}

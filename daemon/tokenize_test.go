@@ -269,7 +269,7 @@ func TestLoadCodecErrors(t *testing.T) {
 		want string
 	}{
 		{func(v *tokenizer.Vocab) { v.Model = "bert" }, `tokenizer.ggml.model: "bert" is not a known tokenizer model`},
-		{func(v *tokenizer.Vocab) { v.Pre = "falcon" }, `tokenizer.ggml.pre: "falcon" is not a known pre-tokenizer`},
+		{func(v *tokenizer.Vocab) { v.Pre = "tekken" }, `tokenizer.ggml.pre: "tekken" is not a known pre-tokenizer`},
 	} {
 		v := smallVocab("")
 		tc.mod(v)

@@ -2,6 +2,7 @@ package tokenizer_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/picometer/picometer/modelgen"
@@ -45,8 +46,11 @@ func TestLoadErrors(t *testing.T) {
 		}
 	}
 	tokens := []string{"a", "b"}
-	f(&Vocab{Model: "wordpiece", Tokens: tokens}, `tokenizer.ggml.model: "wordpiece" is not a known tokenizer model (want gpt2, llama or picometer-bytes)`)
-	f(&Vocab{Model: "gpt2", Pre: "falcon", Tokens: tokens}, `tokenizer.ggml.pre: "falcon" is not a known pre-tokenizer (want one of default, gpt2, llama-bpe, llama3, qwen2, smollm, starcoder)`)
+	f(&Vocab{Model: "wordpiece", Tokens: tokens}, `tokenizer.ggml.model: "wordpiece" is not a known tokenizer model (want gpt2, llama, gemma4 or picometer-bytes)`)
+	if _, err := New(&Vocab{Model: "gpt2", Pre: "tekken", Tokens: tokens}); err == nil ||
+		!strings.HasPrefix(err.Error(), `tokenizer.ggml.pre: "tekken" is not a known pre-tokenizer (want one of a.x-4.0, codeshell, command-r,`) {
+		t.Errorf("unknown pre: %v", err)
+	}
 	f(&Vocab{Model: "gpt2", Tokens: tokens}, `tokenizer.ggml.merges: missing (model gpt2 needs them)`)
 	f(&Vocab{Model: "llama"}, `tokenizer.ggml.tokens: missing or empty`)
 	f(&Vocab{Model: "llama", Tokens: tokens, Types: []int32{1}}, `tokenizer.ggml.token_type: 1 entries for 2 tokens`)

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -77,6 +78,14 @@ func FuzzFromGGUF(f *testing.F) {
 		Types: []int32{2, 3, 3, 1, 1, 1, 6}, Scores: []float32{0, 0, 0, -1, -2, -0.5, 0}, BOS: 1, EOS: 2, Unk: 0, EOT: -1, EOM: -1, Pad: -1, AddSpacePrefix: true}
 	b, _ = (&gguf.File{KV: spm.KV()}).Encode()
 	f.Add(b)
+	g4 := *spm
+	g4.Model, g4.AddSpacePrefix = "gemma4", false
+	g4.Tokens = append(slices.Clone(spm.Tokens), "\n", "\n\n")
+	g4.Types = append(slices.Clone(spm.Types), 1, 1)
+	g4.Scores = append(slices.Clone(spm.Scores), 0, 0)
+	g4.Merges = []string{"▁ a", "\n \n"}
+	b, _ = (&gguf.File{KV: g4.KV()}).Encode()
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := gguf.Parse(b)
 		if err != nil {
@@ -90,7 +99,7 @@ func FuzzFromGGUF(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, id := range tk.Encode(nil, "Hello <s> a  A\n\xff", true) {
+		for _, id := range tk.Encode(nil, "Hello <s> a  A\n\n\xff\na", true) {
 			if id < 0 || int(id) >= tk.Size() {
 				t.Fatalf("id %d outside the vocabulary", id)
 			}
@@ -124,6 +133,30 @@ func FuzzRenderTemplate(f *testing.F) {
 		}
 		if c := strings.TrimSpace(content); !strings.Contains(out, c) {
 			t.Fatalf("content %q missing from %q", c, out)
+		}
+	})
+}
+
+// FuzzSplit: every pre-tokenizer cuts any text (untrusted bytes, invalid
+// UTF-8 included) into non-empty pieces that follow each other and cover
+// it, the invariant BPE relies on.
+func FuzzSplit(f *testing.F) {
+	for _, s := range []string{"", "Hello, world!", "x=1234 `y`", " 你好\n\n  ", "ab\u3000cd  \r\n", "'s'LL 12.5", "\xff\xfe\x80 a", "😶\u200d🌫️ (x)"} {
+		f.Add(s)
+	}
+	names := knownPre()
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, name := range names {
+			pos := 0
+			preTokenizers[name].split(s, func(b, e int) {
+				if b != pos || e <= b || e > len(s) {
+					t.Fatalf("%s %q: piece [%d,%d) after %d", name, s, b, e, pos)
+				}
+				pos = e
+			})
+			if pos != len(s) {
+				t.Fatalf("%s %q: pieces end at %d of %d", name, s, pos, len(s))
+			}
 		}
 	})
 }

@@ -230,7 +230,7 @@ func hfPre(raw string) (string, error) {
 		return "", fmt.Errorf("tokenizer.json: pre_tokenizer: %w", err)
 	}
 	if p.Type == "ByteLevel" && p.UseRegex {
-		return "gpt2", nil
+		return "gpt-2", nil // llama.cpp's name (it does not know "gpt2")
 	}
 	var types []string
 	for _, s := range p.Pretokenizers {

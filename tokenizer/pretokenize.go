@@ -13,21 +13,53 @@ import (
 // covering the whole text.
 type splitter func(text string, yield func(start, end int))
 
-// The pre-tokenizers by tokenizer.ggml.pre.
-var splitters = map[string]splitter{
+// preTokenizer is what a tokenizer.ggml.pre name selects.
+type preTokenizer struct {
+	split        splitter
+	nfc          bool // normalize to NFC first (Qwen2's tokenizer.json)
+	ignoreMerges bool // a piece that is a whole token is that token (llama.cpp's ignore_merges)
+	addBOS       bool // add BOS when the file has no tokenizer.ggml.add_bos_token (llama.cpp's default)
+}
+
+// The pre-tokenizers by tokenizer.ggml.pre: every name llama.cpp's
+// llama-vocab.cpp accepts for a regex picometer implements, with the same
+// ignore_merges. Names llama.cpp gives more behaviour than the split (an
+// extra separator token, a dropped BOS) are left out until that is done.
+var preTokenizers = func() map[string]preTokenizer {
+	m := map[string]preTokenizer{}
+	add := func(p preTokenizer, names ...string) {
+		for _, n := range names {
+			m[n] = p
+		}
+	}
 	// Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 	// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-	"llama-bpe": func(t string, y func(int, int)) { splitLlama3(t, 3, y) },
-	"llama3":    func(t string, y func(int, int)) { splitLlama3(t, 3, y) },
-	// Qwen2/Qwen3: the Llama 3 regex with single digits (\p{N}).
-	"qwen2": func(t string, y func(int, int)) { splitLlama3(t, 1, y) },
+	llama3 := func(t string, y func(int, int)) { splitLlama3(t, 3, false, y) }
+	add(preTokenizer{split: llama3, ignoreMerges: true, addBOS: true},
+		"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano")
+	add(preTokenizer{split: llama3}, "dbrx", "smaug-bpe")
+	// Qwen2/Qwen3: the Llama 3 regex with single digits (\p{N}). NFC is
+	// Qwen's tokenizer.json normalizer (llama.cpp does not normalize).
+	qwen2 := func(t string, y func(int, int)) { splitLlama3(t, 1, false, y) }
+	add(preTokenizer{split: qwen2, nfc: true}, "qwen2", "deepseek-r1-qwen")
+	add(preTokenizer{split: qwen2}, "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open")
+	// Qwen3.5: the Qwen2 regex with marks as letters: [\p{L}\p{M}]+ and
+	//  ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*.
+	add(preTokenizer{split: func(t string, y func(int, int)) { splitLlama3(t, 1, true, y) }}, "qwen35")
 	// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-	"default": func(t string, y func(int, int)) { splitGPT2(t, false, y) },
-	"gpt2":    func(t string, y func(int, int)) { splitGPT2(t, false, y) },
-	// SmolLM (and StarCoder): every digit alone (\p{N}), then the GPT-2 regex.
-	"smollm":    func(t string, y func(int, int)) { splitGPT2(t, true, y) },
-	"starcoder": func(t string, y func(int, int)) { splitGPT2(t, true, y) },
-}
+	// ("gpt2" is what picometer's converter wrote before it wrote "gpt-2").
+	gpt2 := func(t string, y func(int, int)) { splitGPT2(t, false, y) }
+	add(preTokenizer{split: gpt2}, "gpt2", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+		"a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4")
+	// StarCoder: every digit alone (\p{N}), then the GPT-2 regex.
+	add(preTokenizer{split: func(t string, y func(int, int)) { splitGPT2(t, true, y) }},
+		"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2")
+	add(preTokenizer{split: splitFalcon}, "falcon")
+	add(preTokenizer{split: splitDefault}, "default")
+	add(preTokenizer{split: splitDeepseekLLM}, "deepseek-llm")
+	add(preTokenizer{split: splitDeepseekCoder}, "deepseek-coder")
+	return m
+}()
 
 // Character classes, as Oniguruma (the Rust tokenizers' regex engine) reads
 // \p{L}, \p{N} and \s.
@@ -110,15 +142,15 @@ func spaceRun(t string, i int, nl bool) int {
 	}
 }
 
-func splitLlama3(t string, maxDigits int, yield func(int, int)) {
+func splitLlama3(t string, maxDigits int, marks bool, yield func(int, int)) {
 	for i := 0; i < len(t); {
 		start := i
 		r, n := at(t, i)
 		switch {
 		case r == '\'' && contraction(t, i, true) > 0:
 			i += contraction(t, i, true)
-		case isL(r):
-			i = letters(t, i+n)
+		case isL(r) || marks && isMark(r):
+			i = letters(t, i+n, marks)
 		case isN(r):
 			i += n
 			for d := 1; d < maxDigits; d++ {
@@ -128,22 +160,22 @@ func splitLlama3(t string, maxDigits int, yield func(int, int)) {
 				}
 				i += n2
 			}
-		case !isNL(r) && !isS(r) && isLetterAt(t, i+n):
+		case !isNL(r) && !isS(r) && isLetterAt(t, i+n, marks):
 			// [^\r\n\p{L}\p{N}]?\p{L}+ with a leading punctuation mark
-			i = letters(t, i+n)
-		case r == ' ' && isPunctAt(t, i+n), !isS(r):
+			i = letters(t, i+n, marks)
+		case r == ' ' && isPunctAt(t, i+n, marks), !isS(r):
 			//  ?[^\s\p{L}\p{N}]+[\r\n]*
 			if r == ' ' {
 				i += n
 			}
-			i = punct(t, i)
+			i = punct(t, i, marks)
 			for i < len(t) && (t[i] == '\r' || t[i] == '\n') {
 				i++
 			}
 		default:
 			// [^\r\n\p{L}\p{N}]?\p{L}+ with a leading non-newline space
-			if !isNL(r) && isLetterAt(t, i+n) {
-				i = letters(t, i+n)
+			if !isNL(r) && isLetterAt(t, i+n, marks) {
+				i = letters(t, i+n, marks)
 				break
 			}
 			i = spaceRun(t, i, true)
@@ -192,7 +224,7 @@ func gpt2(t string, off int, yield func(int, int)) {
 		case r == '\'' && contraction(t, i, false) > 0:
 			i += contraction(t, i, false)
 		case n2 > 0 && isL(r2):
-			i = letters(t, i+sp+n2)
+			i = letters(t, i+sp+n2, false)
 		case n2 > 0 && isN(r2):
 			i += sp + n2
 			for {
@@ -203,7 +235,7 @@ func gpt2(t string, off int, yield func(int, int)) {
 				i += n3
 			}
 		case n2 > 0 && !isS(r2):
-			i = punct(t, i+sp)
+			i = punct(t, i+sp, false)
 		default:
 			i = spaceRun(t, i, false)
 		}
@@ -211,30 +243,40 @@ func gpt2(t string, off int, yield func(int, int)) {
 	}
 }
 
-// letters returns the end of the run of \p{L} from i.
-func letters(t string, i int) int {
+// letters returns the end of the run of \p{L} (with marks, [\p{L}\p{M}])
+// from i. (The mark test stays out of isL's way: Llama 3 and Qwen2 pay one
+// predictable branch at the end of a run, nothing per letter.)
+func letters(t string, i int, marks bool) int {
 	for {
 		r, n := at(t, i)
-		if n == 0 || !isL(r) {
+		if n == 0 || !isL(r) && !(marks && isMark(r)) {
 			return i
 		}
 		i += n
 	}
 }
 
-// punct returns the end of the run of [^\s\p{L}\p{N}] from i.
-func punct(t string, i int) int {
+// punct returns the end of the run of [^\s\p{L}\p{N}] (with marks,
+// [^\s\p{L}\p{M}\p{N}]) from i.
+func punct(t string, i int, marks bool) int {
 	for {
 		r, n := at(t, i)
-		if n == 0 || isS(r) || isL(r) || isN(r) {
+		if n == 0 || isS(r) || isL(r) || isN(r) || marks && isMark(r) {
 			return i
 		}
 		i += n
 	}
 }
 
-func isLetterAt(t string, i int) bool { r, n := at(t, i); return n > 0 && isL(r) }
-func isPunctAt(t string, i int) bool {
+// isMark is \p{M} (Qwen3.5 counts marks as letters).
+func isMark(r rune) bool { return r >= utf8.RuneSelf && unicode.IsMark(r) }
+
+func isLetterAt(t string, i int, marks bool) bool {
 	r, n := at(t, i)
-	return n > 0 && !isS(r) && !isL(r) && !isN(r)
+	return n > 0 && (isL(r) || marks && isMark(r))
+}
+
+func isPunctAt(t string, i int, marks bool) bool {
+	r, n := at(t, i)
+	return n > 0 && !isS(r) && !isL(r) && !isN(r) && !(marks && isMark(r))
 }

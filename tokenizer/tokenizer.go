@@ -30,6 +30,7 @@ type Tokenizer struct {
 
 	spmWords bool  // SPM: no token has ▁ after another character
 	space    int32 // SPM: the ▁ token (-1 if none)
+	lines    bool  // SPM: BPE each run of newlines and each line apart (Gemma 4)
 }
 
 const (
@@ -70,17 +71,19 @@ func New(v *Vocab) (*Tokenizer, error) {
 		if pre == "" {
 			pre = "default"
 		}
-		sp, ok := splitters[pre]
+		p, ok := preTokenizers[pre]
 		if !ok {
 			return nil, fmt.Errorf("tokenizer.ggml.pre: %q is not a known pre-tokenizer (want one of %s)", v.Pre, strings.Join(knownPre(), ", "))
 		}
-		t.split = sp
-		t.nfc = pre == "qwen2"
-		t.ignoreMerges = pre == "llama-bpe" || pre == "llama3"
+		t.split, t.nfc, t.ignoreMerges = p.split, p.nfc, p.ignoreMerges
 	case "llama":
 		t.kind = kindSPM
+	case "gemma4":
+		// SentencePiece-style BPE by merges (▁ for spaces, <0xXX> byte
+		// fallback) over the runs of [^\n]+|\n+, as llama.cpp reads it.
+		t.kind, t.lines = kindSPM, true
 	default:
-		return nil, fmt.Errorf("tokenizer.ggml.model: %q is not a known tokenizer model (want gpt2, llama or picometer-bytes)", v.Model)
+		return nil, fmt.Errorf("tokenizer.ggml.model: %q is not a known tokenizer model (want gpt2, llama, gemma4 or picometer-bytes)", v.Model)
 	}
 	t.toID = make(map[string]int32, n)
 	for id, text := range v.Tokens {
@@ -100,8 +103,14 @@ func New(v *Vocab) (*Tokenizer, error) {
 				continue
 			}
 		case t.kind == kindBPE:
-			b, _ := unByteLevel(text)
+			b, ok := unByteLevel(text)
 			t.piece[id] = b
+			if !ok {
+				// Not in the byte-level alphabet (Command-R has "\u200d"
+				// beside "âĢį"): no byte-level text spells it, so BPE never
+				// makes it, as in llama.cpp; it still decodes to its text.
+				continue
+			}
 			if len(b) == 1 && t.byteTok[b[0]] < 0 {
 				t.byteTok[b[0]] = int32(id)
 			}
@@ -184,7 +193,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 
 func knownPre() []string {
 	var s []string
-	for k := range splitters {
+	for k := range preTokenizers {
 		s = append(s, k)
 	}
 	sort.Strings(s)
@@ -255,7 +264,10 @@ func (t *Tokenizer) encodeText(dst []int32, text string) []int32 {
 	}
 	switch t.kind {
 	case kindSPM:
-		return t.encodeSPM(dst, text)
+		if t.lines {
+			return t.encodeLines(dst, text)
+		}
+		return t.encodeSPM(dst, text, t.v.AddSpacePrefix)
 	case kindBytes: // one token per byte
 		for i := 0; i < len(text); i++ {
 			if id := t.byteTok[text[i]]; id >= 0 {
@@ -302,9 +314,9 @@ func (t *Tokenizer) encodeText(dst []int32, text string) []int32 {
 // encodeSPM is SentencePiece-style BPE over characters: spaces are ▁, a
 // character not in the vocabulary falls back to its <0xXX> byte tokens
 // (else the unknown token).
-func (t *Tokenizer) encodeSPM(dst []int32, text string) []int32 {
+func (t *Tokenizer) encodeSPM(dst []int32, text string, prefix bool) []int32 {
 	syms := make([]int32, 0, len(text)+1)
-	if t.v.AddSpacePrefix {
+	if prefix {
 		syms = t.spmChar(syms, "▁")
 	}
 	for i := 0; i < len(text); {
@@ -329,6 +341,26 @@ func (t *Tokenizer) encodeSPM(dst []int32, text string) []int32 {
 		}
 	}
 	return bpe(dst, syms[start:], t.ranks)
+}
+
+// encodeLines is Gemma 4's split: each line and each run of newlines is
+// encoded alone, a run of newlines that is a token as that token.
+func (t *Tokenizer) encodeLines(dst []int32, text string) []int32 {
+	prefix := t.v.AddSpacePrefix
+	for i := 0; i < len(text); {
+		j := i
+		nl := text[i] == '\n'
+		for j < len(text) && (text[j] == '\n') == nl {
+			j++
+		}
+		if id, ok := t.toID[text[i:j]]; nl && ok {
+			dst = append(dst, id)
+		} else {
+			dst = t.encodeSPM(dst, text[i:j], prefix)
+		}
+		i, prefix = j, false
+	}
+	return dst
 }
 
 func (t *Tokenizer) spmChar(syms []int32, c string) []int32 {

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +32,37 @@ func BenchmarkEncode(b *testing.B) {
 	for _, model := range oracleModels {
 		b.Run(model, func(b *testing.B) {
 			tk := loadHF(b, model)
+			dst := make([]int32, 0, len(englishText))
+			b.SetBytes(int64(len(englishText)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				dst = tk.Encode(dst[:0], englishText, false)
+			}
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(len(englishText))*float64(b.N)/cpu.Seconds()/1e6, "cpu-MB/s")
+			}
+		})
+	}
+}
+
+// BenchmarkEncodeGGUF reports encode throughput on the same text for each
+// vocabulary of llama.cpp's test files (build/llama.cpp, as
+// TestLlamaCppVectors finds them), the pre-tokenizers the oracle
+// vocabularies do not cover included.
+func BenchmarkEncodeGGUF(b *testing.B) {
+	paths, _ := filepath.Glob("../build/llama.cpp/models/ggml-vocab-*.gguf")
+	if len(paths) == 0 {
+		b.Skip("no build/llama.cpp/models/ggml-vocab-*.gguf (make deps)")
+	}
+	for _, path := range paths {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "ggml-vocab-"), ".gguf")
+		b.Run(name, func(b *testing.B) {
+			tk, err := vectorTokenizer(path)
+			if err != nil {
+				b.Skipf("not loaded: %v", err)
+			}
 			dst := make([]int32, 0, len(englishText))
 			b.SetBytes(int64(len(englishText)))
 			b.ReportAllocs()

@@ -19,7 +19,7 @@ const (
 // Vocab is a tokenizer as a GGUF file describes it (tokenizer.ggml.* and
 // tokenizer.chat_template). [FromGGUF] reads it, [New] builds the encoder.
 type Vocab struct {
-	Model  string    // tokenizer.ggml.model: "gpt2", "llama" or "picometer-bytes"
+	Model  string    // tokenizer.ggml.model: "gpt2", "llama", "gemma4" or "picometer-bytes"
 	Pre    string    // tokenizer.ggml.pre (gpt2 only): the pre-tokenizer
 	Tokens []string  // tokenizer.ggml.tokens, by id
 	Types  []int32   // tokenizer.ggml.token_type (TypeNormal when absent)
@@ -30,10 +30,14 @@ type Vocab struct {
 	// eot_token_id, eom_token_id, padding_token_id, unknown_token_id.
 	BOS, EOS, EOT, EOM, Pad, Unk int32
 
-	AddBOS, AddEOS bool // tokenizer.ggml.add_bos_token, add_eos_token
-	// AddSpacePrefix (tokenizer.ggml.add_space_prefix, llama only; default
-	// true as in llama.cpp) puts ▁ before the text and before the text
-	// after each special token, and decoding drops one leading space.
+	// AddBOS, AddEOS: tokenizer.ggml.add_bos_token, add_eos_token. Without
+	// the key, as in llama.cpp: AddBOS for llama, gemma4 (always) and the
+	// Llama 3 pre-tokenizers; AddEOS false.
+	AddBOS, AddEOS bool
+	// AddSpacePrefix (tokenizer.ggml.add_space_prefix, llama and gemma4;
+	// default true for llama and false for gemma4, as in llama.cpp) puts ▁
+	// before the text and before the text after each special token, and
+	// decoding drops one leading space.
 	AddSpacePrefix bool
 	ChatTemplate   string // tokenizer.chat_template ("" when absent)
 }
@@ -68,6 +72,10 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.AddSpacePrefix = v.Model != "gemma4" // llama.cpp's default for a BPE model is false
+	// add_bos_token when the file has none: llama.cpp's default, true for
+	// SentencePiece and Gemma 4 and for the Llama 3 pre-tokenizers.
+	v.AddBOS = v.Model == "llama" || v.Model == "gemma4" || v.Model == "gpt2" && preTokenizers[v.Pre].addBOS
 	get := func(key string, dst any) error {
 		x, ok := f.Get(key)
 		if !ok {
@@ -141,6 +149,9 @@ func FromGGUF(f *gguf.File) (*Vocab, error) {
 			return nil, err
 		}
 	}
+	if v.Model == "gemma4" {
+		v.AddBOS = true // as llama.cpp forces it: Gemma 4 files say false and need BOS
+	}
 	return v, nil
 }
 
@@ -178,7 +189,7 @@ func (v *Vocab) KV() []gguf.KV {
 	kv = append(kv,
 		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: v.AddBOS},
 		gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: v.AddEOS})
-	if v.Model == "llama" {
+	if v.Model == "llama" || v.Model == "gemma4" {
 		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: v.AddSpacePrefix})
 	}
 	if v.ChatTemplate != "" {
