@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picometer/picometer/internal/testenv"
 	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/internal/testenv"
 )
 
 // The vocabularies of llama.cpp's tokenizer test vectors that picometer
