@@ -1,0 +1,437 @@
+package jinja
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Values a template computes with:
+//
+//	nil        none
+//	Undefined  a missing variable, key or attribute
+//	bool
+//	int64, *big.Int   integers (an int64 that would overflow becomes a *big.Int, as Python's int never wraps)
+//	float64
+//	string
+//	*List      a mutable list (tuples are Lists too)
+//	*Dict      a mapping that keeps insertion order, as a Python dict does
+//	*Namespace the result of namespace(...)
+//	Func, *macro  callables
+//
+// Render converts Go inputs (map[string]any, []any, int, float64, …) into
+// these; ParseJSON decodes JSON into them keeping key order.
+
+// Undefined is a missing value. It prints as "", is false, and iterates as
+// empty; name says what was missing, for error messages.
+type Undefined struct{ name string }
+
+// List is a Python list (or tuple).
+type List struct{ items []any }
+
+// NewList returns a list of the values items.
+func NewList(items ...any) *List { return &List{items: items} }
+
+// Dict is a mapping in insertion order.
+type Dict struct {
+	keys []string
+	m    map[string]any
+}
+
+// NewDict returns an empty Dict.
+func NewDict() *Dict { return &Dict{m: map[string]any{}} }
+
+// Set adds or replaces key; a new key goes last.
+func (d *Dict) Set(key string, v any) {
+	if _, ok := d.m[key]; !ok {
+		d.keys = append(d.keys, key)
+	}
+	d.m[key] = v
+}
+
+// Get returns the value of key.
+func (d *Dict) Get(key string) (any, bool) {
+	v, ok := d.m[key]
+	return v, ok
+}
+
+// Len is the number of keys.
+func (d *Dict) Len() int { return len(d.keys) }
+
+func (d *Dict) delete(key string) {
+	if _, ok := d.m[key]; !ok {
+		return
+	}
+	delete(d.m, key)
+	for i, k := range d.keys {
+		if k == key {
+			d.keys = append(d.keys[:i:i], d.keys[i+1:]...)
+			break
+		}
+	}
+}
+
+func (d *Dict) copy() *Dict {
+	c := &Dict{keys: append([]string(nil), d.keys...), m: make(map[string]any, len(d.m))}
+	for k, v := range d.m {
+		c.m[k] = v
+	}
+	return c
+}
+
+// Namespace is the mutable object namespace() returns.
+type Namespace struct{ d *Dict }
+
+// Func is a callable a template can use. kw holds keyword arguments.
+type Func func(args []any, kw map[string]any) (any, error)
+
+// toValue converts a Go value given to Render into a template value.
+// Maps without an order (map[string]any) iterate in sorted key order.
+func toValue(x any) any {
+	switch c := x.(type) {
+	case nil, bool, int64, float64, string, *big.Int, *List, *Dict, *Namespace, Func, Undefined, *macro:
+		return x
+	case int:
+		return int64(c)
+	case int32:
+		return int64(c)
+	case float32:
+		return float64(c)
+	case []any:
+		l := &List{items: make([]any, len(c))}
+		for i, v := range c {
+			l.items[i] = toValue(v)
+		}
+		return l
+	case []string:
+		l := &List{items: make([]any, len(c))}
+		for i, v := range c {
+			l.items[i] = v
+		}
+		return l
+	case map[string]any:
+		keys := make([]string, 0, len(c))
+		for k := range c {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		d := NewDict()
+		for _, k := range keys {
+			d.Set(k, toValue(c[k]))
+		}
+		return d
+	case func(args []any, kw map[string]any) (any, error):
+		return Func(c)
+	}
+	return fmt.Sprintf("%v", x)
+}
+
+func truthy(v any) bool {
+	switch c := v.(type) {
+	case nil, Undefined:
+		return false
+	case bool:
+		return c
+	case int64:
+		return c != 0
+	case *big.Int:
+		return c.Sign() != 0
+	case float64:
+		return c != 0
+	case string:
+		return c != ""
+	case *List:
+		return len(c.items) > 0
+	case *Dict:
+		return c.Len() > 0
+	}
+	return true
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "str"
+	case int64, *big.Int:
+		return "int"
+	case float64:
+		return "float"
+	case bool:
+		return "bool"
+	case nil:
+		return "none"
+	case Undefined:
+		return "undefined"
+	case *List:
+		return "list"
+	case *Dict:
+		return "dict"
+	case *Namespace:
+		return "namespace"
+	case Func, *macro:
+		return "function"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// str is how {{ }} prints a value, as @huggingface/jinja prints it:
+// none and undefined print nothing, booleans true/false, floats with a
+// ".0" when integral, lists and mappings as JSON with ", " and ": ".
+func str(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case nil, Undefined:
+		return ""
+	case bool:
+		if c {
+			return "true"
+		}
+		return "false"
+	case int64:
+		return strconv.FormatInt(c, 10)
+	case *big.Int:
+		return c.String()
+	case float64:
+		return formatFloat(c)
+	case *List, *Dict, *Namespace:
+		var sb strings.Builder
+		writeJSON(&sb, v, jsonOpts{item: ", ", key: ": ", undefinedWord: true}, 0)
+		return sb.String()
+	case Func, *macro:
+		return "<function>"
+	}
+	return fmt.Sprint(v)
+}
+
+// pyStr is Python's str() where it differs from printing: the string
+// filter and ~ turn none into "None".
+func pyStr(v any) string {
+	switch c := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if c {
+			return "True"
+		}
+		return "False"
+	}
+	return str(v)
+}
+
+// formatFloat prints a float as Python's repr does.
+func formatFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if e := strings.IndexByte(s, 'e'); e >= 0 {
+		mant, exp := s[:e], s[e+1:]
+		sign := exp[0]
+		exp = strings.TrimLeft(exp[1:], "0")
+		if len(exp) < 2 {
+			exp = strings.Repeat("0", 2-len(exp)) + exp
+		}
+		return mant + "e" + string(sign) + exp
+	}
+	return s
+}
+
+// Numbers. num reports whether v is a number (bools count, as in Python).
+func isNum(v any) bool {
+	switch v.(type) {
+	case int64, *big.Int, float64, bool:
+		return true
+	}
+	return false
+}
+
+func toFloat(v any) float64 {
+	switch c := v.(type) {
+	case int64:
+		return float64(c)
+	case *big.Int:
+		f, _ := new(big.Float).SetInt(c).Float64()
+		return f
+	case float64:
+		return c
+	case bool:
+		if c {
+			return 1
+		}
+	}
+	return 0
+}
+
+func toBig(v any) *big.Int {
+	switch c := v.(type) {
+	case int64:
+		return big.NewInt(c)
+	case *big.Int:
+		return c
+	case bool:
+		if c {
+			return big.NewInt(1)
+		}
+	}
+	return new(big.Int)
+}
+
+// normInt returns b as an int64 when it fits.
+func normInt(b *big.Int) any {
+	if b.IsInt64() {
+		return b.Int64()
+	}
+	return b
+}
+
+func isInt(v any) bool {
+	switch v.(type) {
+	case int64, *big.Int, bool:
+		return true
+	}
+	return false
+}
+
+// equal is Python's ==.
+func equal(a, b any) bool {
+	if isNum(a) && isNum(b) {
+		if isInt(a) && isInt(b) {
+			return toBig(a).Cmp(toBig(b)) == 0
+		}
+		return toFloat(a) == toFloat(b)
+	}
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case nil:
+		return b == nil
+	case Undefined:
+		_, ok := b.(Undefined)
+		return ok
+	case *List:
+		y, ok := b.(*List)
+		if !ok || len(x.items) != len(y.items) {
+			return false
+		}
+		for i := range x.items {
+			if !equal(x.items[i], y.items[i]) {
+				return false
+			}
+		}
+		return true
+	case *Dict:
+		y, ok := b.(*Dict)
+		if !ok || x.Len() != y.Len() {
+			return false
+		}
+		for _, k := range x.keys {
+			w, ok := y.m[k]
+			if !ok || !equal(x.m[k], w) {
+				return false
+			}
+		}
+		return true
+	case *Namespace:
+		return a == b
+	}
+	return false
+}
+
+// compare orders two values as Python's < does: numbers with numbers,
+// strings with strings, lists element-wise.
+func compare(a, b any) (int, error) {
+	if isNum(a) && isNum(b) {
+		if isInt(a) && isInt(b) {
+			return toBig(a).Cmp(toBig(b)), nil
+		}
+		x, y := toFloat(a), toFloat(b)
+		switch {
+		case x < y:
+			return -1, nil
+		case x > y:
+			return 1, nil
+		}
+		return 0, nil
+	}
+	switch x := a.(type) {
+	case string:
+		if y, ok := b.(string); ok {
+			return strings.Compare(x, y), nil
+		}
+	case *List:
+		if y, ok := b.(*List); ok {
+			for i := 0; i < len(x.items) && i < len(y.items); i++ {
+				c, err := compare(x.items[i], y.items[i])
+				if err != nil || c != 0 {
+					return c, err
+				}
+			}
+			return compareInt(len(x.items), len(y.items)), nil
+		}
+	}
+	return 0, fmt.Errorf("'<' not supported between %s and %s", typeName(a), typeName(b))
+}
+
+func compareInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// iterate returns the items a for loop or a filter walks: a list's items,
+// a mapping's keys, a string's characters; undefined is empty.
+func iterate(v any) ([]any, error) {
+	switch c := v.(type) {
+	case *List:
+		return c.items, nil
+	case *Dict:
+		out := make([]any, len(c.keys))
+		for i, k := range c.keys {
+			out[i] = k
+		}
+		return out, nil
+	case *Namespace:
+		return iterate(c.d)
+	case string:
+		out := make([]any, 0, len(c))
+		for _, r := range c {
+			out = append(out, string(r))
+		}
+		return out, nil
+	case Undefined:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("'%s' object is not iterable", typeName(v))
+}
+
+// length is Python's len: characters of a string, items of a container.
+func length(v any) (int, error) {
+	switch c := v.(type) {
+	case string:
+		return len([]rune(c)), nil
+	case *List:
+		return len(c.items), nil
+	case *Dict:
+		return c.Len(), nil
+	case Undefined:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
+}
