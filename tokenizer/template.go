@@ -10,12 +10,12 @@ import (
 
 // Message is one chat message as a chat template sees it.
 type Message struct {
-	Role    string `json:"role"`
+	Role string `json:"role"`
+	// Content is the text ("" for an assistant turn that only calls tools
+	// and was sent with "content": null, as vLLM passes it to a template
+	// that takes string content).
 	Content string `json:"content"`
-	// NullContent passes content as none (an assistant turn that only
-	// calls tools, sent with "content": null or without content).
-	NullContent bool   `json:"-"`
-	Name        string `json:"name,omitempty"`
+	Name    string `json:"name,omitempty"`
 	// ToolCalls are an assistant message's calls; ToolCallID is the call a
 	// "tool" message answers.
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
@@ -126,11 +126,7 @@ func (c Chat) vars() (map[string]any, error) {
 	for i, m := range c.Messages {
 		d := jinja.NewDict()
 		d.Set("role", m.Role)
-		if m.NullContent {
-			d.Set("content", nil)
-		} else {
-			d.Set("content", m.Content)
-		}
+		d.Set("content", m.Content)
 		if m.Name != "" {
 			d.Set("name", m.Name)
 		}
@@ -160,6 +156,7 @@ func (c Chat) vars() (map[string]any, error) {
 	vars := map[string]any{
 		"messages":              jinja.NewList(ms...),
 		"add_generation_prompt": c.AddGenerationPrompt,
+		"tools":                 nil, // as vLLM passes it when a request has none
 	}
 	if len(c.Tools) > 0 {
 		tools, err := jinja.ParseJSON(c.Tools)

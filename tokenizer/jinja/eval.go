@@ -39,7 +39,7 @@ func (n dictNode) eval(c *ctx) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Set(str(k), v)
+		d.set(k, v)
 	}
 	return d, nil
 }
@@ -118,10 +118,14 @@ func (n binNode) eval(c *ctx) (any, error) {
 	return arith(n.op, a, b)
 }
 
-// tildeStr is how ~ converts: as printing, but none is "None".
+// tildeStr is how ~ converts: as printing, but none is "None" and a
+// container Python's repr (@huggingface/jinja prints "[object Map]").
 func tildeStr(v any) string {
-	if v == nil {
+	switch v.(type) {
+	case nil:
 		return "None"
+	case *List, *Dict, *Namespace:
+		return pyRepr(v)
 	}
 	return str(v)
 }
@@ -138,6 +142,14 @@ func concat(a, b string) (any, error) {
 // arith applies a binary operator as Python does: integers never wrap,
 // / is true division, // and % floor.
 func arith(op string, a, b any) (any, error) {
+	for _, v := range []any{a, b} {
+		switch u := v.(type) {
+		case Undefined:
+			return nil, fmt.Errorf("%s is undefined (in %s)", u.name, op)
+		case nil:
+			return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", op, typeName(a), typeName(b))
+		}
+	}
 	switch x := a.(type) {
 	case string:
 		switch y := b.(type) {
@@ -150,7 +162,7 @@ func arith(op string, a, b any) (any, error) {
 				return repeatStr(x, toBig(y).Int64())
 			}
 		}
-		if op == "+" { // @huggingface/jinja joins a string and anything
+		if op == "+" && isNum(b) { // @huggingface/jinja joins a string and a number
 			return concat(x, str(b))
 		}
 		if op == "%" {
@@ -182,7 +194,7 @@ func arith(op string, a, b any) (any, error) {
 		}
 	}
 	if s, ok := b.(string); ok {
-		if op == "+" {
+		if op == "+" && isNum(a) {
 			return concat(str(a), s)
 		}
 		if op == "*" && isInt(a) {
@@ -374,11 +386,7 @@ func contains2(container, x any) (bool, error) {
 		}
 		return false, nil
 	case *Dict:
-		s, ok := x.(string)
-		if !ok {
-			return false, nil
-		}
-		_, has := c.m[s]
+		_, has := c.get(x)
 		return has, nil
 	case *Namespace:
 		return contains2(c.d, x)
@@ -392,6 +400,9 @@ func (n attrNode) eval(c *ctx) (any, error) {
 	x, err := n.x.eval(c)
 	if err != nil {
 		return nil, err
+	}
+	if u, ok := x.(Undefined); ok { // as Jinja2's Undefined does
+		return nil, fmt.Errorf("%s is undefined (reading its attribute %s)", u.name, n.name)
 	}
 	return getAttr(x, n.name), nil
 }
@@ -409,6 +420,8 @@ func getAttr(x any, name string) any {
 			return v
 		}
 		return Undefined{name}
+	case *loopVal:
+		return d.attr(name)
 	}
 	if m := method(x, name); m != nil {
 		return m
@@ -425,19 +438,34 @@ func (n itemNode) eval(c *ctx) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch u := x.(type) {
+	case Undefined: // as Jinja2's Undefined does
+		return nil, fmt.Errorf("%s is undefined (reading its item %s)", u.name, pyRepr(k))
+	case nil:
+		if isInt(k) {
+			return nil, fmt.Errorf("none has no element %s", str(k))
+		}
+	}
 	return getItem(x, k), nil
 }
 
 func getItem(x, k any) any {
 	switch d := x.(type) {
 	case *Dict:
-		if v, ok := d.m[str(k)]; ok {
+		if v, ok := d.get(k); ok {
 			return v
 		}
 		if s, ok := k.(string); ok {
 			return getAttr(x, s)
 		}
 		return Undefined{str(k)}
+	case *Namespace:
+		if v, ok := d.d.get(k); ok {
+			return v
+		}
+		return Undefined{str(k)}
+	case *loopVal:
+		return d.attr(str(k))
 	case *List:
 		if isInt(k) {
 			i := toBig(k).Int64()
@@ -583,7 +611,7 @@ func (a callArgs) eval(c *ctx) ([]any, *Dict, error) {
 			return nil, nil, fmt.Errorf("argument after ** must be a mapping, not %s", typeName(v))
 		}
 		for _, k := range d.keys {
-			kw.Set(k, d.m[k])
+			kw.set(str(k), d.m[k])
 		}
 	}
 	return args, kw, nil
@@ -610,7 +638,7 @@ func callValue(c *ctx, f any, args []any, kw *Dict, fn node) (any, error) {
 	case Func:
 		m := make(map[string]any, kw.Len())
 		for _, k := range kw.keys {
-			m[k] = kw.m[k]
+			m[str(k)] = kw.m[k]
 		}
 		return g(args, m)
 	case ctxFunc:

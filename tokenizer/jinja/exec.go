@@ -11,7 +11,7 @@ import (
 // bounded in what it writes and how long it runs.
 const (
 	maxOutput     = 16 << 20   // bytes of output, and of any one string or list
-	maxIterations = 1_000_000  // loop iterations in one rendering
+	maxIterations = 200_000    // loop iterations in one rendering
 	maxSteps      = 20_000_000 // statements, calls and items filtered in one rendering
 	maxCallDepth  = 64         // nested macro calls
 )
@@ -237,39 +237,11 @@ func (t forStmt) run(c *ctx) error {
 	if len(items) == 0 {
 		return runAll(c, t.els)
 	}
-	n := len(items)
 	for i, it := range items {
 		if c.st.iters++; c.st.iters > maxIterations {
 			return atLine(t.line, fmt.Errorf("over %d loop iterations", maxIterations))
 		}
-		loop := NewDict()
-		loop.Set("index", int64(i+1))
-		loop.Set("index0", int64(i))
-		loop.Set("revindex", int64(n-i))
-		loop.Set("revindex0", int64(n-i-1))
-		loop.Set("first", i == 0)
-		loop.Set("last", i == n-1)
-		loop.Set("length", int64(n))
-		loop.Set("depth", int64(1))
-		loop.Set("depth0", int64(0))
-		if i > 0 {
-			loop.Set("previtem", items[i-1])
-		} else {
-			loop.Set("previtem", Undefined{"loop.previtem"})
-		}
-		if i+1 < n {
-			loop.Set("nextitem", items[i+1])
-		} else {
-			loop.Set("nextitem", Undefined{"loop.nextitem"})
-		}
-		idx := i
-		loop.Set("cycle", Func(func(args []any, _ map[string]any) (any, error) {
-			if len(args) == 0 {
-				return nil, fmt.Errorf("loop.cycle needs at least one value")
-			}
-			return args[idx%len(args)], nil
-		}))
-		lc.vars["loop"] = loop
+		lc.vars["loop"] = &loopVal{items: items, i: i}
 		if err := t.bind(lc, it); err != nil {
 			return err
 		}
@@ -282,6 +254,53 @@ func (t forStmt) run(c *ctx) error {
 		}
 	}
 	return nil
+}
+
+// loopVal is the loop variable of one iteration; its attributes are
+// computed when read.
+type loopVal struct {
+	items []any
+	i     int
+}
+
+func (l *loopVal) attr(name string) any {
+	i, n := l.i, len(l.items)
+	switch name {
+	case "index":
+		return int64(i + 1)
+	case "index0":
+		return int64(i)
+	case "revindex":
+		return int64(n - i)
+	case "revindex0":
+		return int64(n - i - 1)
+	case "first":
+		return i == 0
+	case "last":
+		return i == n-1
+	case "length":
+		return int64(n)
+	case "depth":
+		return int64(1)
+	case "depth0":
+		return int64(0)
+	case "previtem":
+		if i > 0 {
+			return l.items[i-1]
+		}
+	case "nextitem":
+		if i+1 < n {
+			return l.items[i+1]
+		}
+	case "cycle":
+		return ctxFunc(func(_ *ctx, args []any, _ *Dict) (any, error) {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("loop.cycle needs at least one value")
+			}
+			return args[i%len(args)], nil
+		})
+	}
+	return Undefined{"loop." + name}
 }
 
 func (t forStmt) bind(c *ctx, it any) error {

@@ -65,7 +65,7 @@ func init() {
 		"select":     fSelect(true, false),
 		"selectattr": fSelect(true, true),
 		"sort":       fSort,
-		"string":     func(_ *ctx, x any, _ []any, _ *Dict) (any, error) { return tildeStr(x), nil },
+		"string":     fString,
 		"sum":        fSum,
 		"title":      strFilter(pyTitle),
 		"tojson":     fToJSON,
@@ -112,6 +112,18 @@ func fAbs(_ *ctx, x any, _ []any, _ *Dict) (any, error) {
 		return normInt(toBig(x)), nil
 	}
 	return nil, fmt.Errorf("bad operand type for abs(): %s", typeName(x))
+}
+
+// fString is str(x): @huggingface/jinja's text for what it renders (a
+// list as JSON), Python's repr for a mapping (which it refuses).
+func fString(_ *ctx, x any, _ []any, _ *Dict) (any, error) {
+	switch x.(type) {
+	case *Dict, *Namespace:
+		return pyRepr(x), nil
+	case nil:
+		return "None", nil
+	}
+	return str(x), nil
 }
 
 func fLength(_ *ctx, x any, _ []any, _ *Dict) (any, error) {
@@ -341,6 +353,9 @@ func fMap(c *ctx, x any, args []any, kw *Dict) (any, error) {
 // (a test on an attribute of each item); no test is truthiness.
 func fSelect(keep, byAttr bool) filterFunc {
 	return func(c *ctx, x any, args []any, kw *Dict) (any, error) {
+		if x == nil { // Jinja2 selects from a false sequence nothing
+			return &List{items: []any{}}, nil
+		}
 		items, err := iterate(x)
 		if err != nil {
 			return nil, err

@@ -104,10 +104,22 @@ func writeJSON(sb *strings.Builder, v any, o jsonOpts, depth int) error {
 			sb.WriteString("{}")
 			return nil
 		}
-		keys := c.keys
+		keys := make([]string, len(c.keys))
+		vals := make([]any, len(c.keys))
+		for i, k := range c.keys {
+			keys[i], vals[i] = jsonKey(k), c.m[k]
+		}
 		if o.sortKeys {
-			keys = append([]string(nil), keys...)
-			sort.Strings(keys)
+			idx := make([]int, len(keys))
+			for i := range idx {
+				idx[i] = i
+			}
+			sort.SliceStable(idx, func(a, b int) bool { return keys[idx[a]] < keys[idx[b]] })
+			k2, v2 := make([]string, len(keys)), make([]any, len(keys))
+			for i, j := range idx {
+				k2[i], v2[i] = keys[j], vals[j]
+			}
+			keys, vals = k2, v2
 		}
 		sb.WriteByte('{')
 		for i, k := range keys {
@@ -117,7 +129,7 @@ func writeJSON(sb *strings.Builder, v any, o jsonOpts, depth int) error {
 			nl(depth + 1)
 			writeJSONString(sb, k, o.ensureASCII)
 			sb.WriteString(o.key)
-			if err := writeJSON(sb, c.m[k], o, depth+1); err != nil {
+			if err := writeJSON(sb, vals[i], o, depth+1); err != nil {
 				return err
 			}
 		}
@@ -127,6 +139,17 @@ func writeJSON(sb *strings.Builder, v any, o jsonOpts, depth int) error {
 		return fmt.Errorf("tojson: object of type %s is not JSON serializable", typeName(v))
 	}
 	return nil
+}
+
+// jsonKey is a mapping key as json.dumps writes it.
+func jsonKey(k any) string {
+	switch c := k.(type) {
+	case string:
+		return c
+	case nil:
+		return "null"
+	}
+	return str(k)
 }
 
 // writeJSONString quotes s as Python's json.dumps does.

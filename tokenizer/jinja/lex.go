@@ -80,7 +80,8 @@ func lex(src string) ([]token, error) {
 		return nil, fmt.Errorf("template is not valid UTF-8")
 	}
 	src = strings.TrimSuffix(src, "\n")
-	l := &lexer{src: src, line: 1}
+	// about one token per 6 bytes of template, allocated once
+	l := &lexer{src: src, line: 1, toks: make([]token, 0, len(src)/6+16)}
 	trimNext := false
 	for l.pos < len(l.src) {
 		j := indexTag(src, l.pos)
@@ -147,6 +148,7 @@ type lexer struct {
 	pos  int
 	line int32
 	toks []token
+	open int // brackets open in the current tag
 }
 
 func (l *lexer) emit(k tokKind, s string) { l.toks = append(l.toks, token{k, l.line, s}) }
@@ -200,6 +202,7 @@ func (l *lexer) comment() (bool, error) {
 // (close is '}' or '%'); it reports whether the close had a "-".
 func (l *lexer) tag(begin, end tokKind, close byte) (bool, error) {
 	l.emit(begin, "")
+	l.open = 0
 	start := l.line
 	braces := 0
 	src := l.src
@@ -275,10 +278,20 @@ func (l *lexer) tag(begin, end tokKind, close byte) (bool, error) {
 				op = rest[:1]
 			}
 			switch op {
-			case "{":
-				braces++
-			case "}":
-				braces--
+			case "(", "[", "{":
+				if op == "{" {
+					braces++
+				}
+				// brackets nested past the parser's cap fail here, before
+				// the rest of a hostile tag is lexed
+				if l.open++; l.open > maxDepth {
+					return false, l.errorf("brackets nested deeper than %d levels", maxDepth)
+				}
+			case ")", "]", "}":
+				if op == "}" {
+					braces--
+				}
+				l.open--
 			}
 			l.emit(tOp, op)
 			l.pos += len(op)

@@ -46,7 +46,7 @@ func argStr(args []any, kw *Dict, i int, name, fn string) (string, error) {
 	return s, nil
 }
 
-const pySpace = " \t\n\r\v\f\x1c\x1d\x1e\x1f\x85\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+const pySpace = " \t\n\r\v\f\x1c\x1d\x1e\x1f\u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 
 func strMethod(s, name string) func(args []any, kw *Dict) (any, error) {
 	switch name {
@@ -476,7 +476,7 @@ func dictMethod(d *Dict, name string) func(args []any, kw *Dict) (any, error) {
 			if len(args) == 0 {
 				return nil, fmt.Errorf("get takes a key")
 			}
-			if v, ok := d.m[str(args[0])]; ok {
+			if v, ok := d.get(args[0]); ok {
 				return v, nil
 			}
 			return arg(args, kw, 1, "default", nil), nil
@@ -509,11 +509,11 @@ func dictMethod(d *Dict, name string) func(args []any, kw *Dict) (any, error) {
 					return nil, fmt.Errorf("update: argument must be a mapping, not %s", typeName(args[0]))
 				}
 				for _, k := range o.keys {
-					d.Set(k, o.m[k])
+					d.set(k, o.m[k])
 				}
 			}
 			for _, k := range kw.keys {
-				d.Set(k, kw.m[k])
+				d.set(k, kw.m[k])
 			}
 			return nil, nil
 		}
@@ -522,27 +522,27 @@ func dictMethod(d *Dict, name string) func(args []any, kw *Dict) (any, error) {
 			if len(args) == 0 {
 				return nil, fmt.Errorf("pop takes a key")
 			}
-			k := str(args[0])
-			if v, ok := d.m[k]; ok {
+			k := args[0]
+			if v, ok := d.get(k); ok {
 				d.delete(k)
 				return v, nil
 			}
 			if len(args) > 1 {
 				return args[1], nil
 			}
-			return nil, fmt.Errorf("pop: key %q not found", k)
+			return nil, fmt.Errorf("pop: key %s not found", str(k))
 		}
 	case "setdefault":
 		return func(args []any, _ *Dict) (any, error) {
 			if len(args) == 0 {
 				return nil, fmt.Errorf("setdefault takes a key")
 			}
-			k := str(args[0])
-			if v, ok := d.m[k]; ok {
+			k := args[0]
+			if v, ok := d.get(k); ok {
 				return v, nil
 			}
 			v := arg(args, nil, 1, "", nil)
-			d.Set(k, v)
+			d.set(k, v)
 			return v, nil
 		}
 	}

@@ -199,7 +199,7 @@ func gNamespace(_ *ctx, args []any, kw *Dict) (any, error) {
 		d = src.copy()
 	}
 	for _, k := range kw.keys {
-		d.Set(k, kw.m[k])
+		d.set(k, kw.m[k])
 	}
 	return &Namespace{d: d}, nil
 }
@@ -214,7 +214,7 @@ func gDict(_ *ctx, args []any, kw *Dict) (any, error) {
 		d = src.copy()
 	}
 	for _, k := range kw.keys {
-		d.Set(k, kw.m[k])
+		d.set(k, kw.m[k])
 	}
 	return d, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Values a template computes with:
@@ -35,22 +36,18 @@ type List struct{ items []any }
 // NewList returns a list of the values items.
 func NewList(items ...any) *List { return &List{items: items} }
 
-// Dict is a mapping in insertion order.
+// Dict is a mapping in insertion order. Keys are strings, integers,
+// floats, booleans or none (dictKey).
 type Dict struct {
-	keys []string
-	m    map[string]any
+	keys []any
+	m    map[any]any
 }
 
 // NewDict returns an empty Dict.
-func NewDict() *Dict { return &Dict{m: map[string]any{}} }
+func NewDict() *Dict { return &Dict{m: map[any]any{}} }
 
 // Set adds or replaces key; a new key goes last.
-func (d *Dict) Set(key string, v any) {
-	if _, ok := d.m[key]; !ok {
-		d.keys = append(d.keys, key)
-	}
-	d.m[key] = v
-}
+func (d *Dict) Set(key string, v any) { d.set(key, v) }
 
 // Get returns the value of key.
 func (d *Dict) Get(key string) (any, bool) {
@@ -61,7 +58,37 @@ func (d *Dict) Get(key string) (any, bool) {
 // Len is the number of keys.
 func (d *Dict) Len() int { return len(d.keys) }
 
-func (d *Dict) delete(key string) {
+// dictKey is the map key of a template value: integral floats and
+// integers are one key (1 == 1.0, as in Python), a big integer its text,
+// a container its printed form.
+func dictKey(k any) any {
+	switch c := k.(type) {
+	case string, int64, bool, nil:
+		return k
+	case float64:
+		if c == float64(int64(c)) {
+			return int64(c)
+		}
+		return c
+	}
+	return str(k)
+}
+
+func (d *Dict) set(k, v any) {
+	k = dictKey(k)
+	if _, ok := d.m[k]; !ok {
+		d.keys = append(d.keys, k)
+	}
+	d.m[k] = v
+}
+
+func (d *Dict) get(k any) (any, bool) {
+	v, ok := d.m[dictKey(k)]
+	return v, ok
+}
+
+func (d *Dict) delete(key any) {
+	key = dictKey(key)
 	if _, ok := d.m[key]; !ok {
 		return
 	}
@@ -75,7 +102,7 @@ func (d *Dict) delete(key string) {
 }
 
 func (d *Dict) copy() *Dict {
-	c := &Dict{keys: append([]string(nil), d.keys...), m: make(map[string]any, len(d.m))}
+	c := &Dict{keys: append([]any(nil), d.keys...), m: make(map[any]any, len(d.m))}
 	for k, v := range d.m {
 		c.m[k] = v
 	}
@@ -171,8 +198,10 @@ func typeName(v any) string {
 		return "dict"
 	case *Namespace:
 		return "namespace"
-	case Func, *macro:
+	case Func, ctxFunc, *macro:
 		return "function"
+	case *loopVal:
+		return "loop"
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -201,25 +230,102 @@ func str(v any) string {
 		var sb strings.Builder
 		writeJSON(&sb, v, jsonOpts{item: ", ", key: ": ", undefinedWord: true}, 0)
 		return sb.String()
-	case Func, *macro:
+	case Func, ctxFunc, *macro:
 		return "<function>"
+	case *loopVal:
+		return "<loop>"
 	}
 	return fmt.Sprint(v)
 }
 
-// pyStr is Python's str() where it differs from printing: the string
-// filter and ~ turn none into "None".
-func pyStr(v any) string {
+// pyRepr is Python's repr of a value (how str() shows a container's items).
+func pyRepr(v any) string {
+	var sb strings.Builder
+	writeRepr(&sb, v, 0)
+	return sb.String()
+}
+
+func writeRepr(sb *strings.Builder, v any, depth int) {
+	if depth > maxJSONDepth || sb.Len() > maxOutput {
+		sb.WriteString("...")
+		return
+	}
 	switch c := v.(type) {
 	case nil:
-		return "None"
+		sb.WriteString("None")
+	case Undefined:
+		sb.WriteString("Undefined")
 	case bool:
 		if c {
-			return "True"
+			sb.WriteString("True")
+		} else {
+			sb.WriteString("False")
 		}
-		return "False"
+	case string:
+		writeStrRepr(sb, c)
+	case *List:
+		sb.WriteByte('[')
+		for i, x := range c.items {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			writeRepr(sb, x, depth+1)
+		}
+		sb.WriteByte(']')
+	case *Dict:
+		sb.WriteByte('{')
+		for i, k := range c.keys {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			writeRepr(sb, k, depth+1)
+			sb.WriteString(": ")
+			writeRepr(sb, c.m[k], depth+1)
+		}
+		sb.WriteByte('}')
+	case *Namespace:
+		sb.WriteString("<Namespace ")
+		writeRepr(sb, c.d, depth+1)
+		sb.WriteByte('>')
+	default:
+		sb.WriteString(str(v))
 	}
-	return str(v)
+}
+
+// writeStrRepr quotes s as Python's repr does.
+func writeStrRepr(sb *strings.Builder, s string) {
+	q := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		q = '"'
+	}
+	sb.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			sb.WriteByte('\\')
+			sb.WriteRune(r)
+		case r == '\n':
+			sb.WriteString(`\n`)
+		case r == '\r':
+			sb.WriteString(`\r`)
+		case r == '\t':
+			sb.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(sb, `\x%02x`, r)
+		case !unicode.IsPrint(r) && r != ' ':
+			switch {
+			case r < 0x100:
+				fmt.Fprintf(sb, `\x%02x`, r)
+			case r < 0x10000:
+				fmt.Fprintf(sb, `\u%04x`, r)
+			default:
+				fmt.Fprintf(sb, `\U%08x`, r)
+			}
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	sb.WriteByte(q)
 }
 
 // formatFloat prints a float as Python's repr does.
