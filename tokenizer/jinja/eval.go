@@ -25,7 +25,7 @@ func (n listNode) eval(c *ctx) (any, error) {
 		}
 		out[i] = v
 	}
-	return &List{items: out}, nil
+	return &List{items: out, tuple: n.tuple}, nil
 }
 
 func (n dictNode) eval(c *ctx) (any, error) {
@@ -118,17 +118,9 @@ func (n binNode) eval(c *ctx) (any, error) {
 	return arith(n.op, a, b)
 }
 
-// tildeStr is how ~ converts: as printing, but none is "None" and a
-// container Python's repr (@huggingface/jinja prints "[object Map]").
-func tildeStr(v any) string {
-	switch v.(type) {
-	case nil:
-		return "None"
-	case *List, *Dict, *Namespace:
-		return pyRepr(v)
-	}
-	return str(v)
-}
+// tildeStr is how ~ converts (@huggingface/jinja joins a mapping as
+// "[object Map]"; Python's str is its repr).
+func tildeStr(v any) string { return str(v) }
 
 // concat joins strings up to maxOutput bytes (a template doubling a string
 // in a loop fails instead of taking the memory).

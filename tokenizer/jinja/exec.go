@@ -10,10 +10,10 @@ import (
 // Render budgets: a template is code from a model file, so a rendering is
 // bounded in what it writes and how long it runs.
 const (
-	maxOutput     = 16 << 20   // bytes of output, and of any one string or list
-	maxIterations = 200_000    // loop iterations in one rendering
-	maxSteps      = 20_000_000 // statements, calls and items filtered in one rendering
-	maxCallDepth  = 64         // nested macro calls
+	maxOutput     = 16 << 20  // bytes of output, and of any one string or list
+	maxIterations = 200_000   // loop iterations in one rendering
+	maxSteps      = 5_000_000 // statements, calls and items filtered in one rendering
+	maxCallDepth  = 64        // nested macro calls
 )
 
 var errOutput = fmt.Errorf("output over %d bytes", maxOutput)
@@ -437,7 +437,7 @@ func (m *macro) call(c *ctx, args []any, kw *Dict) (any, error) {
 	if len(args) > len(m.def.params) {
 		extra = args[len(m.def.params):]
 	}
-	mc.vars["varargs"] = &List{items: append([]any{}, extra...)}
+	mc.vars["varargs"] = &List{items: append([]any{}, extra...), tuple: true}
 	if cv, ok := kw.Get("caller"); ok {
 		mc.vars["caller"] = cv
 		kw.delete("caller")

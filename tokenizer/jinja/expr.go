@@ -14,7 +14,10 @@ type (
 		name string
 		line int32
 	}
-	listNode struct{ items []node }
+	listNode struct {
+		items []node
+		tuple bool
+	}
 	dictNode struct{ kv [][2]node }
 	condNode struct{ c, a, b node } // b nil: undefined
 	andNode  struct{ a, b node }
@@ -91,7 +94,7 @@ func (p *parser) tuple() (node, error) {
 		}
 		items = append(items, x)
 	}
-	return listNode{items}, nil
+	return listNode{items, true}, nil
 }
 
 func (p *parser) startsExpr() bool {
@@ -504,7 +507,7 @@ func (p *parser) primary() (node, error) {
 		case "(":
 			if p.isOp(")") { // empty tuple
 				p.next()
-				return listNode{}, nil
+				return listNode{nil, true}, nil
 			}
 			e, err := p.tuple()
 			if err != nil {
@@ -524,7 +527,7 @@ func (p *parser) primary() (node, error) {
 				}
 				p.next()
 			}
-			return listNode{items}, p.expectOp("]")
+			return listNode{items, false}, p.expectOp("]")
 		case "{":
 			var d dictNode
 			for !p.isOp("}") {

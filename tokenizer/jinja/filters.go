@@ -114,17 +114,8 @@ func fAbs(_ *ctx, x any, _ []any, _ *Dict) (any, error) {
 	return nil, fmt.Errorf("bad operand type for abs(): %s", typeName(x))
 }
 
-// fString is str(x): @huggingface/jinja's text for what it renders (a
-// list as JSON), Python's repr for a mapping (which it refuses).
-func fString(_ *ctx, x any, _ []any, _ *Dict) (any, error) {
-	switch x.(type) {
-	case *Dict, *Namespace:
-		return pyRepr(x), nil
-	case nil:
-		return "None", nil
-	}
-	return str(x), nil
-}
+// fString is Python's str(x) (@huggingface/jinja refuses a mapping).
+func fString(_ *ctx, x any, _ []any, _ *Dict) (any, error) { return str(x), nil }
 
 func fLength(_ *ctx, x any, _ []any, _ *Dict) (any, error) {
 	n, err := length(x)

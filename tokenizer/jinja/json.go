@@ -16,12 +16,11 @@ import (
 // json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
 // sort_keys=sort_keys): key order kept, nothing HTML-escaped.
 type jsonOpts struct {
-	pretty        bool   // json.dumps with an indent: a line per item
-	indent        string // what each level indents by
-	item, key     string // separators
-	ensureASCII   bool
-	sortKeys      bool
-	undefinedWord bool // print undefined as "undefined" (printing), not null (tojson)
+	pretty      bool   // json.dumps with an indent: a line per item
+	indent      string // what each level indents by
+	item, key   string // separators
+	ensureASCII bool
+	sortKeys    bool
 }
 
 func defaultJSONOpts(pretty bool, indent string) jsonOpts {
@@ -52,11 +51,7 @@ func writeJSON(sb *strings.Builder, v any, o jsonOpts, depth int) error {
 	case nil:
 		sb.WriteString("null")
 	case Undefined:
-		if o.undefinedWord {
-			sb.WriteString("undefined")
-		} else {
-			sb.WriteString("null")
-		}
+		sb.WriteString("null")
 	case bool:
 		if c {
 			sb.WriteString("true")

@@ -552,7 +552,7 @@ func dictMethod(d *Dict, name string) func(args []any, kw *Dict) (any, error) {
 func dictItems(d *Dict) *List {
 	out := make([]any, len(d.keys))
 	for i, k := range d.keys {
-		out[i] = &List{items: []any{k, d.m[k]}}
+		out[i] = &List{items: []any{k, d.m[k]}, tuple: true}
 	}
 	return &List{items: out}
 }

@@ -30,8 +30,11 @@ import (
 // empty; name says what was missing, for error messages.
 type Undefined struct{ name string }
 
-// List is a Python list (or tuple).
-type List struct{ items []any }
+// List is a Python list, or a tuple (which prints in parentheses).
+type List struct {
+	items []any
+	tuple bool
+}
 
 // NewList returns a list of the values items.
 func NewList(items ...any) *List { return &List{items: items} }
@@ -206,20 +209,25 @@ func typeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// str is how {{ }} prints a value, as @huggingface/jinja prints it:
-// none and undefined print nothing, booleans true/false, floats with a
-// ".0" when integral, lists and mappings as JSON with ", " and ": ".
+// str is how {{ }}, ~ and the string filter turn a value into text:
+// Python's str(), as transformers and vLLM render (undefined is "", none
+// "None", booleans True/False, floats with a ".0" when integral, lists and
+// mappings as their repr). @huggingface/jinja prints none as "", booleans
+// as true/false and containers as JSON; no template of llama.cpp's corpus
+// prints one of those where it renders (tokenizer/template_corpus_test.go).
 func str(v any) string {
 	switch c := v.(type) {
 	case string:
 		return c
-	case nil, Undefined:
+	case Undefined:
 		return ""
+	case nil:
+		return "None"
 	case bool:
 		if c {
-			return "true"
+			return "True"
 		}
-		return "false"
+		return "False"
 	case int64:
 		return strconv.FormatInt(c, 10)
 	case *big.Int:
@@ -227,9 +235,7 @@ func str(v any) string {
 	case float64:
 		return formatFloat(c)
 	case *List, *Dict, *Namespace:
-		var sb strings.Builder
-		writeJSON(&sb, v, jsonOpts{item: ", ", key: ": ", undefinedWord: true}, 0)
-		return sb.String()
+		return pyRepr(v)
 	case Func, ctxFunc, *macro:
 		return "<function>"
 	case *loopVal:
@@ -264,14 +270,21 @@ func writeRepr(sb *strings.Builder, v any, depth int) {
 	case string:
 		writeStrRepr(sb, c)
 	case *List:
-		sb.WriteByte('[')
+		open, close := "[", "]"
+		if c.tuple {
+			open, close = "(", ")"
+			if len(c.items) == 1 {
+				close = ",)"
+			}
+		}
+		sb.WriteString(open)
 		for i, x := range c.items {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
 			writeRepr(sb, x, depth+1)
 		}
-		sb.WriteByte(']')
+		sb.WriteString(close)
 	case *Dict:
 		sb.WriteByte('{')
 		for i, k := range c.keys {
