@@ -21,8 +21,8 @@ import (
 
 // Limits on a template's source (it comes from a model file).
 const (
-	maxSource = 16 << 20 // bytes of template source
-	maxDepth  = 200      // nesting of blocks and expressions together
+	maxSource = 8 << 20 // bytes of template source (real ones are under 100 KiB)
+	maxDepth  = 200     // nesting of blocks and expressions together
 )
 
 type tokKind uint8
