@@ -29,6 +29,12 @@ type Config struct {
 	// requests' model field and reported in responses and events. Default
 	// "": the model's general.name, else its file name without extension.
 	ModelName string `toml:"model_name"`
+	// ChatTemplate is a file holding a Jinja chat template that replaces
+	// the model file's tokenizer.chat_template, as vLLM's and llama.cpp's
+	// --chat-template do (for a model with a real vocabulary; the byte
+	// vocabulary keeps picometer's chat format). A file that cannot be read
+	// or parsed stops the daemon at start. Default "": the model file's.
+	ChatTemplate string `toml:"chat_template"`
 	// APIKeys, when not empty, are the accepted bearer tokens for /v1/*
 	// (Authorization: Bearer KEY; a missing or wrong key is a 401).
 	// Default none: no authentication.

@@ -29,7 +29,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 
 func TestConfigFiles(t *testing.T) {
 	full := DefaultConfig()
-	full.Listen, full.Model, full.ModelName = "0.0.0.0:8100", "/models/default.gguf", "pico"
+	full.Listen, full.Model, full.ModelName, full.ChatTemplate = "0.0.0.0:8100", "/models/default.gguf", "pico", "../testdata/config/daemon/chat.jinja"
 	full.APIKeys = []string{"key-1", "key-2"}
 	full.MaxBodyBytes = 65536
 	full.RequestTimeout, full.StreamStallTimeout, full.ReadTimeout = 2*time.Minute, 30*time.Second, 10*time.Second

@@ -55,9 +55,13 @@
 // add_bos_token/add_eos_token say; special-token text in a text prompt is
 // that token, as vLLM and llama.cpp's server read it) and renders chats with its
 // tokenizer.chat_template; special tokens the template writes are single
-// tokens, their text inside a message's content is text. A template that
-// fails (raise_exception, or one the Jinja engine cannot parse) is a 400
-// with param messages naming the template's error. A chat turn stops at the
+// tokens, their text inside a message's content is text. The chat_template
+// config key (--chat-template) replaces the file's template. A template
+// that fails (raise_exception, or one the Jinja engine cannot parse) is a
+// 400 with param messages naming the template's error; a model whose
+// template cannot be parsed still loads and serves completions. /tokenize
+// also renders tools and tool messages (chat.go: decodeToolCalls,
+// decodeTools); chat completions refuse them (no tool calling). A chat turn stops at the
 // vocabulary's EOS, EOT or EOM; usage.prompt_tokens counts the rendered
 // prompt's tokens. An unknown tokenizer model or pre-tokenizer stops Run.
 //

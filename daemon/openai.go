@@ -137,7 +137,7 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 	if !ok {
 		return badRequest("messages", "missing_required_parameter", "Missing required parameter: 'messages'.")
 	}
-	msgs, err := decodeMessages(raw)
+	msgs, err := decodeMessages(raw, false)
 	if err != nil {
 		return err
 	}

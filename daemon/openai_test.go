@@ -144,7 +144,7 @@ func TestDecodeChat(t *testing.T) {
 	if err := decodeChat([]byte(body), &r); err != nil {
 		t.Fatalf("error: %s (%s)", err.Message, err.Param)
 	}
-	want := renderChat(nil, []chatMessage{{"system", "be brief"}, {"user", "a\nb"}, {"assistant", "ok"}})
+	want := renderChat(nil, []chatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a\nb"}, {Role: "assistant", Content: "ok"}})
 	if !reflect.DeepEqual(r.Prompt, want) || r.MaxTokens != 7 || r.MaxTokensParam != "max_completion_tokens" || r.Model != "m" || r.Op != schema.OpChat {
 		t.Errorf("got %+v", r)
 	}

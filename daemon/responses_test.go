@@ -188,7 +188,7 @@ func TestResponses(t *testing.T) {
 	}
 	resp := decodeResponseObject(t, r.body)
 	// <|bos|><|system|>Be brief.<|end|><|user|>Hi!<|end|><|assistant|>
-	wantPrompt := len(renderChat(nil, []chatMessage{{"system", "Be brief."}, {"user", "Hi!"}}))
+	wantPrompt := len(renderChat(nil, []chatMessage{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi!"}}))
 	if resp.Object != "response" || !strings.HasPrefix(resp.ID, "resp_") || resp.Status != "completed" || resp.Model != "fake-model" ||
 		resp.Instructions == nil || *resp.Instructions != "Be brief." || resp.MaxOutputTokens != nil || resp.TopP != 0.5 || resp.Store ||
 		resp.IncompleteDetails != nil || resp.CreatedAt == 0 {
@@ -223,7 +223,7 @@ func TestResponses(t *testing.T) {
 		resp.MaxOutputTokens == nil || *resp.MaxOutputTokens != 3 || resp.text(t) != "Dab" || resp.Usage.OutputTokens != 3 || resp.Instructions != nil {
 		t.Errorf("%d %s", r.status, r.body)
 	}
-	wantPrompt = len(renderChat(nil, []chatMessage{{"system", "D"}, {"user", "ab\ncd"}, {"assistant", "ok"}, {"user", "more"}}))
+	wantPrompt = len(renderChat(nil, []chatMessage{{Role: "system", Content: "D"}, {Role: "user", Content: "ab\ncd"}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "more"}}))
 	if resp.Usage.InputTokens != wantPrompt {
 		t.Errorf("input_tokens %d, want %d", resp.Usage.InputTokens, wantPrompt)
 	}

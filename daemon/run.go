@@ -22,7 +22,11 @@ func CheckConfig(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("model: %v", err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = readChatTemplate(cfg.ChatTemplate)
+	return err
 }
 
 // Run opens the model, serves cfg.Listen until ctx is done (SIGINT or
@@ -35,7 +39,11 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("open model %s: %w", cfg.Model, err)
 	}
 	defer eng.Close()
-	if _, err := loadCodec(cfg.Model); err != nil {
+	tmpl, err := readChatTemplate(cfg.ChatTemplate)
+	if err != nil {
+		return err
+	}
+	if _, err := loadCodec(cfg.Model, tmpl); err != nil {
 		return fmt.Errorf("open model %s: tokenizer: %w", cfg.Model, err)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -99,7 +99,7 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 	}
 	d.created = d.wall().Unix()
 	d.model = servedName(cfg, info)
-	d.codec = codecFor(cfg.Model)
+	d.codec = codecFor(cfg.Model, cfg.ChatTemplate)
 	for _, k := range cfg.APIKeys {
 		d.keys = append(d.keys, []byte(k))
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 
+	json "github.com/goccy/go-json"
+
 	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
@@ -32,9 +34,28 @@ type codec struct {
 // bytesCodec is picometer's byte vocabulary.
 var bytesCodec = &codec{size: native.VocabSize, stops: []int32{native.TokEnd}}
 
-// loadCodec reads the tokenizer of the GGUF file at path. An unknown
-// tokenizer model or pre-tokenizer is an error naming the value.
-func loadCodec(path string) (*codec, error) {
+// readChatTemplate reads and parses the chat_template file (config key
+// chat_template, flag --chat-template); "" is none. Errors name the key.
+func readChatTemplate(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("chat_template: %v", err)
+	}
+	if err := tokenizer.NewTemplate(string(b), "", "").Err(); err != nil {
+		return "", fmt.Errorf("chat_template: %s: %v", path, err)
+	}
+	return string(b), nil
+}
+
+// loadCodec reads the tokenizer of the GGUF file at path; tmpl, when not
+// "", replaces the file's chat template. An unknown tokenizer model or
+// pre-tokenizer is an error naming the value. A chat template that does
+// not parse is not an error here: the model serves completions and its
+// chat requests get a 400 naming the template's problem.
+func loadCodec(path, tmpl string) (*codec, error) {
 	f, err := readGGUFMeta(path)
 	if err != nil {
 		return nil, err
@@ -44,6 +65,9 @@ func loadCodec(path string) (*codec, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if v.Model == "picometer-bytes" {
+		if tmpl != "" {
+			return nil, fmt.Errorf("chat_template: %s uses picometer's byte vocabulary, whose chat format is fixed", path)
+		}
 		return bytesCodec, nil
 	}
 	tk, err := tokenizer.New(v)
@@ -51,6 +75,9 @@ func loadCodec(path string) (*codec, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	c := &codec{tk: tk, tpl: tk.TemplateFor(), size: tk.Size()}
+	if tmpl != "" {
+		c.tpl = tk.TemplateFrom(tmpl)
+	}
 	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
 		if id >= 0 && !containsID(c.stops, id) {
 			c.stops = append(c.stops, id)
@@ -62,8 +89,12 @@ func loadCodec(path string) (*codec, error) {
 // codecFor is loadCodec for [New]: a file it cannot read (the tests' fake
 // engines have none) keeps the byte vocabulary; [Run] has already refused
 // a model file whose tokenizer is invalid.
-func codecFor(path string) *codec {
-	c, err := loadCodec(path)
+func codecFor(path, tmplPath string) *codec {
+	tmpl, err := readChatTemplate(tmplPath)
+	if err != nil {
+		return bytesCodec
+	}
+	c, err := loadCodec(path, tmpl)
 	if err != nil {
 		return bytesCodec
 	}
@@ -93,7 +124,7 @@ func (c *codec) prompt(r *genRequest) *apiError {
 	}
 	switch {
 	case r.Op == schema.OpChat:
-		text, plain, err := c.render(r.Messages, true)
+		text, plain, err := c.render(r.Messages, nil, true)
 		if err != nil {
 			return badRequest("messages", "invalid_value", "Invalid 'messages': the model's chat template failed: %v", err)
 		}
@@ -114,10 +145,11 @@ func (c *codec) prompt(r *genRequest) *apiError {
 	return nil
 }
 
-// render renders a chat with the model's template (else picometer's format
-// as text), returning the spans holding the messages' contents. addGen
-// adds the generation prompt (the assistant turn the model writes).
-func (c *codec) render(msgs []chatMessage, addGen bool) (string, [][2]int, error) {
+// render renders a chat (and its tools, nil for none) with the model's
+// template (else picometer's format as text), returning the spans holding
+// the messages' contents. addGen adds the generation prompt (the assistant
+// turn the model writes).
+func (c *codec) render(msgs []chatMessage, tools json.RawMessage, addGen bool) (string, [][2]int, error) {
 	contents := make([]string, len(msgs))
 	for i, m := range msgs {
 		contents[i] = m.Content
@@ -140,11 +172,7 @@ func (c *codec) render(msgs []chatMessage, addGen bool) (string, [][2]int, error
 		}
 		return sb.String(), plain, nil
 	}
-	tm := make([]tokenizer.Message, len(msgs))
-	for i, m := range msgs {
-		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
-	}
-	text, err := c.tpl.Render(tm, addGen)
+	text, err := c.tpl.RenderChat(tokenizer.Chat{Messages: templateMessages(msgs), Tools: tools, AddGenerationPrompt: addGen})
 	if err != nil {
 		return "", nil, err
 	}

@@ -35,6 +35,7 @@ type tokenizeRequest struct {
 	Chat       bool
 	Text       string
 	Messages   []chatMessage
+	Tools      json.RawMessage // OpenAI tool definitions for the chat template; nil: none
 	AddSpecial bool
 	AddGen     bool
 	TokenStrs  bool
@@ -60,7 +61,7 @@ func decodeTokenize(body []byte, r *tokenizeRequest) *apiError {
 		return badRequest("prompt", "invalid_value", "Invalid request: send either 'prompt' or 'messages', not both.")
 	case isChat:
 		r.Chat = true
-		if r.Messages, err = decodeMessages(raw); err != nil {
+		if r.Messages, err = decodeMessages(raw, true); err != nil {
 			return err
 		}
 		if v, ok, err := d.boolean("add_generation_prompt"); err != nil {
@@ -73,9 +74,12 @@ func decodeTokenize(body []byte, r *tokenizeRequest) *apiError {
 		} else if v {
 			return badRequest("continue_final_message", "unsupported_parameter", "Unsupported value for 'continue_final_message': true is not supported.")
 		}
-		for _, k := range []string{"chat_template", "tools"} {
-			if raw, ok := d.get(k); ok && !isEmptyArray(raw) {
-				return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': the model's own chat template is used, without tools.", k)
+		if _, ok := d.get("chat_template"); ok {
+			return badRequest("chat_template", "unsupported_parameter", "Unsupported parameter 'chat_template': the model's chat template (or the daemon's chat_template file) is used.")
+		}
+		if raw, ok := d.get("tools"); ok {
+			if r.Tools, err = decodeTools(raw); err != nil {
+				return err
 			}
 		}
 	case isPrompt:
@@ -136,13 +140,15 @@ func (c *codec) tokens(r *tokenizeRequest) ([]int32, *apiError) {
 		out = append(out, c.bos())
 	}
 	switch {
+	case r.Chat && (c.tk == nil || c.tpl == nil) && (hasTools(r.Messages) || r.Tools != nil):
+		return nil, badRequest("messages", "invalid_value", "Invalid 'messages': tools and tool messages need the model's chat template, and this model has none.")
 	case r.Chat && c.tk == nil:
 		out = renderChat(out, r.Messages)
 		if !r.AddGen {
 			out = out[:len(out)-1] // the trailing <|assistant|>
 		}
 	case r.Chat:
-		text, plain, err := c.render(r.Messages, r.AddGen)
+		text, plain, err := c.render(r.Messages, r.Tools, r.AddGen)
 		if err != nil {
 			return nil, badRequest("messages", "invalid_value", "Invalid 'messages': the model's chat template failed: %v", err)
 		}

@@ -57,7 +57,7 @@ func TestTokenizeEndpoints(t *testing.T) {
 
 	msgs := `"messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"}]`
 	chat := decodeCompletionResponse(t, ts.post("/v1/chat/completions", `{`+msgs+`,"max_tokens":1}`).body)
-	want := renderChat(nil, []chatMessage{{"system", "S"}, {"user", "hi"}})
+	want := renderChat(nil, []chatMessage{{Role: "system", Content: "S"}, {Role: "user", Content: "hi"}})
 	got = ts.tokenize(`{` + msgs + `,"return_token_strs":true}`)
 	if !slices.Equal(got.Tokens, want) || got.Count != chat.Usage.PromptTokens || got.TokenStrs[0] != "<|bos|>" || got.TokenStrs[len(want)-1] != "<|assistant|>" {
 		t.Errorf("chat: %+v, want %v (chat usage %d)", got, want, chat.Usage.PromptTokens)
@@ -88,7 +88,11 @@ func TestTokenizeEndpoints(t *testing.T) {
 	f("/tokenize", `{}`, 400, "prompt")
 	f("/tokenize", `{"prompt":1}`, 400, "prompt")
 	f("/tokenize", `{"prompt":"a","messages":[]}`, 400, "prompt")
-	f("/tokenize", `{"messages":[{"role":"tool","content":"x"}]}`, 400, "messages[0].role")
+	// tool messages and tools need a model's chat template; the byte
+	// vocabulary's fixed format has none
+	f("/tokenize", `{"messages":[{"role":"tool","tool_call_id":"c","content":"x"}]}`, 400, "messages")
+	f("/tokenize", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "messages")
+	f("/tokenize", `{"messages":[{"role":"function","content":"x"}]}`, 400, "messages[0].role")
 	f("/tokenize", `{"messages":[{"role":"user","content":"x"}],"continue_final_message":true}`, 400, "continue_final_message")
 	f("/tokenize", `{"messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`, 400, "chat_template")
 	f("/tokenize", `{"prompt":"a","model":"other"}`, 404, "model")

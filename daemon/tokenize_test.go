@@ -277,7 +277,7 @@ func TestLoadCodecErrors(t *testing.T) {
 		if err := modelgen.WriteWithVocab(path, modelgen.Tiny, v); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadCodec(path); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := loadCodec(path, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("loadCodec: %v, want %q", err, tc.want)
 		}
 	}

@@ -40,6 +40,8 @@ check_test() {
 	command -v node >/dev/null || need nodejs
 	command -v npm >/dev/null || need npm
 	command -v chromium >/dev/null || need chromium
+	# Python Jinja2, the second oracle of tokenizer's chat-template corpus test
+	python3 -c 'import jinja2' 2>/dev/null || need python3 python3-jinja2
 }
 for g in "${groups[@]}"; do
 	case $g in

@@ -11,9 +11,9 @@ import (
 // conversations are the chats the template oracle test renders, each with
 // add_generation_prompt on and off.
 func conversations() [][]Message {
-	u := func(s string) Message { return Message{"user", s} }
-	a := func(s string) Message { return Message{"assistant", s} }
-	sys := func(s string) Message { return Message{"system", s} }
+	u := func(s string) Message { return Message{Role: "user", Content: s} }
+	a := func(s string) Message { return Message{Role: "assistant", Content: s} }
+	sys := func(s string) Message { return Message{Role: "system", Content: s} }
 	return [][]Message{
 		{u("Hello!")},
 		{sys("You are a helpful assistant."), u("Hi")},

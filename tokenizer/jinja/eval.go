@@ -1,215 +1,126 @@
 package jinja
 
 import (
-	"encoding/json"
 	"fmt"
-	"sort"
-	"strconv"
+	"math"
+	"math/big"
 	"strings"
 )
 
-// Values: string, int64, bool, nil (none), []any, map[string]any,
-// *namespace, undefined, and functions.
-type undefined struct{}
+func (n lit) eval(*ctx) (any, error) { return n.v, nil }
 
-type namespace struct{ m map[string]any }
-
-// Func is a callable a template can use (raise_exception and the like).
-type Func func(args []any, kw map[string]any) (any, error)
-
-type scope struct {
-	vars   []map[string]any // innermost last
-	out    *strings.Builder
-	budget int // output bytes left (a bound on runaway templates)
+func (n nameNode) eval(c *ctx) (any, error) {
+	if v, ok := c.lookup(n.name); ok {
+		return v, nil
+	}
+	return Undefined{n.name}, nil
 }
 
-func (s *scope) get(name string) any {
-	for i := len(s.vars) - 1; i >= 0; i-- {
-		if v, ok := s.vars[i][name]; ok {
-			return v
-		}
-	}
-	switch name {
-	case "namespace":
-		return Func(func(_ []any, kw map[string]any) (any, error) {
-			m := map[string]any{}
-			for k, v := range kw {
-				m[k] = v
-			}
-			return &namespace{m}, nil
-		})
-	}
-	return undefined{}
-}
-
-func (s *scope) set(name string, v any) { s.vars[len(s.vars)-1][name] = v }
-
-type lit struct{ v any }
-
-func (n lit) eval(*scope) (any, error) { return n.v, nil }
-
-type nameNode string
-
-func (n nameNode) eval(s *scope) (any, error) { return s.get(string(n)), nil }
-
-type listNode []node
-
-func (n listNode) eval(s *scope) (any, error) {
-	out := make([]any, len(n))
-	for i, e := range n {
-		v, err := e.eval(s)
+func (n listNode) eval(c *ctx) (any, error) {
+	out := make([]any, len(n.items))
+	for i, e := range n.items {
+		v, err := e.eval(c)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = v
 	}
-	return out, nil
+	return &List{items: out, tuple: n.tuple}, nil
 }
 
-type dictNode [][2]node
-
-func (n dictNode) eval(s *scope) (any, error) {
-	m := map[string]any{}
-	for _, kv := range n {
-		k, err := kv[0].eval(s)
+func (n dictNode) eval(c *ctx) (any, error) {
+	d := NewDict()
+	for _, kv := range n.kv {
+		k, err := kv[0].eval(c)
 		if err != nil {
 			return nil, err
 		}
-		v, err := kv[1].eval(s)
+		v, err := kv[1].eval(c)
 		if err != nil {
 			return nil, err
 		}
-		m[str(k)] = v
+		d.set(k, v)
 	}
-	return m, nil
+	return d, nil
 }
 
-type condNode struct{ c, a, b node }
-
-func (n condNode) eval(s *scope) (any, error) {
-	c, err := n.c.eval(s)
+func (n condNode) eval(c *ctx) (any, error) {
+	v, err := n.c.eval(c)
 	if err != nil {
 		return nil, err
 	}
-	if truthy(c) {
-		return n.a.eval(s)
+	if truthy(v) {
+		return n.a.eval(c)
 	}
-	return n.b.eval(s)
+	if n.b == nil {
+		return Undefined{"conditional expression"}, nil
+	}
+	return n.b.eval(c)
 }
 
-type logicNode struct {
-	op   string
-	a, b node
+func (n andNode) eval(c *ctx) (any, error) {
+	a, err := n.a.eval(c)
+	if err != nil || !truthy(a) {
+		return a, err
+	}
+	return n.b.eval(c)
 }
 
-func (n logicNode) eval(s *scope) (any, error) {
-	a, err := n.a.eval(s)
-	if err != nil {
-		return nil, err
+func (n orNode) eval(c *ctx) (any, error) {
+	a, err := n.a.eval(c)
+	if err != nil || truthy(a) {
+		return a, err
 	}
-	if truthy(a) == (n.op == "or") {
-		return a, nil
-	}
-	return n.b.eval(s)
+	return n.b.eval(c)
 }
 
-type notNode struct{ a node }
-
-func (n notNode) eval(s *scope) (any, error) {
-	a, err := n.a.eval(s)
+func (n notNode) eval(c *ctx) (any, error) {
+	a, err := n.a.eval(c)
 	return !truthy(a), err
 }
 
-type binNode struct {
-	op   string
-	a, b node
+func (n negNode) eval(c *ctx) (any, error) {
+	a, err := n.a.eval(c)
+	if err != nil {
+		return nil, err
+	}
+	if !isNum(a) {
+		return nil, fmt.Errorf("bad operand type for unary %s: %s", map[bool]string{true: "-", false: "+"}[n.neg], typeName(a))
+	}
+	if !n.neg {
+		if b, ok := a.(bool); ok {
+			return b2i(b), nil
+		}
+		return a, nil
+	}
+	return arith("-", int64(0), a)
 }
 
-func (n binNode) eval(s *scope) (any, error) {
-	a, err := n.a.eval(s)
-	if err != nil {
-		return nil, err
+func b2i(b bool) int64 {
+	if b {
+		return 1
 	}
-	b, err := n.b.eval(s)
-	if err != nil {
-		return nil, err
-	}
-	switch n.op {
-	case "==":
-		return equal(a, b), nil
-	case "!=":
-		return !equal(a, b), nil
-	case "~":
-		return concat(str(a), str(b))
-	case "in":
-		switch c := b.(type) {
-		case string:
-			return strings.Contains(c, str(a)), nil
-		case []any:
-			for _, x := range c {
-				if equal(x, a) {
-					return true, nil
-				}
-			}
-			return false, nil
-		case map[string]any:
-			_, ok := c[str(a)]
-			return ok, nil
-		}
-		return nil, fmt.Errorf("'in' needs a string, list or mapping, not %s", typeName(b))
-	}
-	if x, ok := a.(string); ok && n.op == "+" {
-		if y, ok := b.(string); ok {
-			return concat(x, y)
-		}
-		return nil, fmt.Errorf("cannot add %s to a string", typeName(b))
-	}
-	if x, ok := a.([]any); ok && n.op == "+" {
-		if y, ok := b.([]any); ok {
-			if len(x)+len(y) > maxOutput {
-				return nil, fmt.Errorf("list over %d items", maxOutput)
-			}
-			return append(append([]any{}, x...), y...), nil
-		}
-	}
-	x, okA := a.(int64)
-	y, okB := b.(int64)
-	if xb, ok := a.(bool); ok {
-		x, okA = b2i(xb), true
-	}
-	if !okA || !okB {
-		return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", n.op, typeName(a), typeName(b))
-	}
-	switch n.op {
-	case "+":
-		return x + y, nil
-	case "-":
-		return x - y, nil
-	case "*":
-		return x * y, nil
-	case "<":
-		return x < y, nil
-	case ">":
-		return x > y, nil
-	case "<=":
-		return x <= y, nil
-	case ">=":
-		return x >= y, nil
-	case "%", "//", "/":
-		if y == 0 {
-			return nil, fmt.Errorf("division by zero")
-		}
-		if n.op == "%" {
-			return ((x % y) + y) % y, nil
-		}
-		q := x / y
-		if (x%y != 0) && ((x < 0) != (y < 0)) {
-			q--
-		}
-		return q, nil
-	}
-	return nil, fmt.Errorf("unsupported operator %s", n.op)
+	return 0
 }
+
+func (n binNode) eval(c *ctx) (any, error) {
+	a, err := n.a.eval(c)
+	if err != nil {
+		return nil, err
+	}
+	b, err := n.b.eval(c)
+	if err != nil {
+		return nil, err
+	}
+	if n.op == "~" {
+		return concat(tildeStr(a), tildeStr(b))
+	}
+	return arith(n.op, a, b)
+}
+
+// tildeStr is how ~ converts (@huggingface/jinja joins a mapping as
+// "[object Map]"; Python's str is its repr).
+func tildeStr(v any) string { return str(v) }
 
 // concat joins strings up to maxOutput bytes (a template doubling a string
 // in a loop fails instead of taking the memory).
@@ -220,73 +131,365 @@ func concat(a, b string) (any, error) {
 	return a + b, nil
 }
 
-func b2i(b bool) int64 {
-	if b {
-		return 1
+// arith applies a binary operator as Python does: integers never wrap,
+// / is true division, // and % floor.
+func arith(op string, a, b any) (any, error) {
+	for _, v := range []any{a, b} {
+		switch u := v.(type) {
+		case Undefined:
+			return nil, fmt.Errorf("%s is undefined (in %s)", u.name, op)
+		case nil:
+			return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", op, typeName(a), typeName(b))
+		}
 	}
-	return 0
+	switch x := a.(type) {
+	case string:
+		switch y := b.(type) {
+		case string:
+			if op == "+" {
+				return concat(x, y)
+			}
+		case int64, bool:
+			if op == "*" {
+				return repeatStr(x, toBig(y).Int64())
+			}
+		}
+		if op == "+" && isNum(b) { // @huggingface/jinja joins a string and a number
+			return concat(x, str(b))
+		}
+		if op == "%" {
+			return nil, fmt.Errorf("printf-style string formatting (%%) is not supported")
+		}
+	case *List:
+		switch y := b.(type) {
+		case *List:
+			if op == "+" {
+				if len(x.items)+len(y.items) > maxOutput {
+					return nil, fmt.Errorf("list over %d items", maxOutput)
+				}
+				return &List{items: append(append([]any{}, x.items...), y.items...)}, nil
+			}
+		case int64:
+			if op == "*" {
+				if y <= 0 {
+					return &List{items: []any{}}, nil
+				}
+				if int64(len(x.items))*y > maxOutput/8 || y > maxOutput {
+					return nil, fmt.Errorf("list over %d items", maxOutput/8)
+				}
+				out := make([]any, 0, int64(len(x.items))*y)
+				for i := int64(0); i < y; i++ {
+					out = append(out, x.items...)
+				}
+				return &List{items: out}, nil
+			}
+		}
+	}
+	if s, ok := b.(string); ok {
+		if op == "+" && isNum(a) {
+			return concat(str(a), s)
+		}
+		if op == "*" && isInt(a) {
+			return repeatStr(s, toBig(a).Int64())
+		}
+	}
+	if !isNum(a) || !isNum(b) {
+		return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", op, typeName(a), typeName(b))
+	}
+	if isInt(a) && isInt(b) {
+		return intArith(op, a, b)
+	}
+	x, y := toFloat(a), toFloat(b)
+	switch op {
+	case "+":
+		return x + y, nil
+	case "-":
+		return x - y, nil
+	case "*":
+		return x * y, nil
+	case "/", "//", "%":
+		if y == 0 {
+			return nil, fmt.Errorf("float division by zero")
+		}
+		switch op {
+		case "/":
+			return x / y, nil
+		case "//":
+			return math.Floor(x / y), nil
+		}
+		m := math.Mod(x, y)
+		if m != 0 && (m < 0) != (y < 0) {
+			m += y
+		}
+		return m, nil
+	case "**":
+		if x == 0 && y < 0 {
+			return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
+		}
+		return math.Pow(x, y), nil
+	}
+	return nil, fmt.Errorf("unsupported operator %s", op)
 }
 
-type attrNode struct{ x, key node }
+func repeatStr(s string, n int64) (any, error) {
+	if n <= 0 {
+		return "", nil
+	}
+	if n > maxOutput || int64(len(s))*n > maxOutput {
+		return nil, fmt.Errorf("string over %d bytes", maxOutput)
+	}
+	return strings.Repeat(s, int(n)), nil
+}
 
-func (n attrNode) eval(s *scope) (any, error) {
-	x, err := n.x.eval(s)
+// maxIntBits bounds big integers (10**100000 and the like).
+const maxIntBits = 1 << 16
+
+func intArith(op string, a, b any) (any, error) {
+	if x, ok := a.(int64); ok {
+		if y, ok := b.(int64); ok {
+			switch op {
+			case "+":
+				if r := x + y; (r > x) == (y > 0) {
+					return r, nil
+				}
+			case "-":
+				if r := x - y; (r < x) == (y > 0) {
+					return r, nil
+				}
+			case "*":
+				if x == 0 || y == 0 {
+					return int64(0), nil
+				}
+				if r := x * y; r/y == x && !(x == -1 && y == math.MinInt64) && !(y == -1 && x == math.MinInt64) {
+					return r, nil
+				}
+			}
+		}
+	}
+	x, y := toBig(a), toBig(b)
+	r := new(big.Int)
+	switch op {
+	case "+":
+		r.Add(x, y)
+	case "-":
+		r.Sub(x, y)
+	case "*":
+		if x.BitLen()+y.BitLen() > maxIntBits {
+			return nil, fmt.Errorf("integer over %d bits", maxIntBits)
+		}
+		r.Mul(x, y)
+	case "/":
+		if y.Sign() == 0 {
+			return nil, fmt.Errorf("division by zero")
+		}
+		f, _ := new(big.Rat).SetFrac(x, y).Float64()
+		return f, nil
+	case "//", "%":
+		if y.Sign() == 0 {
+			return nil, fmt.Errorf("integer division or modulo by zero")
+		}
+		q, m := new(big.Int), new(big.Int)
+		q.DivMod(x, y, m) // Euclidean: 0 <= m < |y|
+		if m.Sign() != 0 && y.Sign() < 0 {
+			q.Add(q, big.NewInt(1))
+			m.Add(m, y)
+		}
+		if op == "//" {
+			return normInt(q), nil
+		}
+		return normInt(m), nil
+	case "**":
+		if y.Sign() < 0 {
+			if x.Sign() == 0 {
+				return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
+			}
+			return math.Pow(toFloat(a), toFloat(b)), nil
+		}
+		if x.BitLen() > 1 && (!y.IsInt64() || int64(x.BitLen())*y.Int64() > maxIntBits) {
+			return nil, fmt.Errorf("integer over %d bits", maxIntBits)
+		}
+		r.Exp(x, y, nil)
+	default:
+		return nil, fmt.Errorf("unsupported operator %s", op)
+	}
+	return normInt(r), nil
+}
+
+func (n compareNode) eval(c *ctx) (any, error) {
+	a, err := n.first.eval(c)
 	if err != nil {
 		return nil, err
 	}
-	k, err := n.key.eval(s)
+	for i, op := range n.ops {
+		b, err := n.rest[i].eval(c)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := compareOp(op, a, b)
+		if err != nil || !ok {
+			return false, err
+		}
+		a = b
+	}
+	return true, nil
+}
+
+func compareOp(op string, a, b any) (bool, error) {
+	switch op {
+	case "==":
+		return equal(a, b), nil
+	case "!=":
+		return !equal(a, b), nil
+	case "in":
+		return contains2(b, a)
+	case "not in":
+		ok, err := contains2(b, a)
+		return !ok, err
+	}
+	r, err := compare(a, b)
+	if err != nil {
+		return false, err
+	}
+	switch op {
+	case "<":
+		return r < 0, nil
+	case ">":
+		return r > 0, nil
+	case "<=":
+		return r <= 0, nil
+	}
+	return r >= 0, nil
+}
+
+// contains2 is Python's "x in container"; anything is not in undefined.
+func contains2(container, x any) (bool, error) {
+	switch c := container.(type) {
+	case string:
+		s, ok := x.(string)
+		if !ok {
+			return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", typeName(x))
+		}
+		return strings.Contains(c, s), nil
+	case *List:
+		for _, y := range c.items {
+			if equal(y, x) {
+				return true, nil
+			}
+		}
+		return false, nil
+	case *Dict:
+		_, has := c.get(x)
+		return has, nil
+	case *Namespace:
+		return contains2(c.d, x)
+	case Undefined:
+		return false, nil
+	}
+	return false, fmt.Errorf("argument of type '%s' is not iterable", typeName(container))
+}
+
+func (n attrNode) eval(c *ctx) (any, error) {
+	x, err := n.x.eval(c)
 	if err != nil {
 		return nil, err
 	}
-	switch c := x.(type) {
-	case map[string]any:
-		if v, ok := c[str(k)]; ok {
-			return v, nil
+	if u, ok := x.(Undefined); ok { // as Jinja2's Undefined does
+		return nil, fmt.Errorf("%s is undefined (reading its attribute %s)", u.name, n.name)
+	}
+	return getAttr(x, n.name), nil
+}
+
+// getAttr is x.name: a mapping's key, else a method; missing is undefined
+// (as @huggingface/jinja, also on undefined and none).
+func getAttr(x any, name string) any {
+	switch d := x.(type) {
+	case *Dict:
+		if v, ok := d.m[name]; ok {
+			return v
 		}
-		if name, ok := k.(string); ok {
-			return method(c, name), nil
+	case *Namespace:
+		if v, ok := d.d.m[name]; ok {
+			return v
 		}
-	case *namespace:
-		if v, ok := c.m[str(k)]; ok {
-			return v, nil
+		return Undefined{name}
+	case *loopVal:
+		return d.attr(name)
+	}
+	if m := method(x, name); m != nil {
+		return m
+	}
+	return Undefined{name}
+}
+
+func (n itemNode) eval(c *ctx) (any, error) {
+	x, err := n.x.eval(c)
+	if err != nil {
+		return nil, err
+	}
+	k, err := n.key.eval(c)
+	if err != nil {
+		return nil, err
+	}
+	switch u := x.(type) {
+	case Undefined: // as Jinja2's Undefined does
+		return nil, fmt.Errorf("%s is undefined (reading its item %s)", u.name, pyRepr(k))
+	case nil:
+		if isInt(k) {
+			return nil, fmt.Errorf("none has no element %s", str(k))
 		}
-	case []any:
-		if i, ok := k.(int64); ok {
+	}
+	return getItem(x, k), nil
+}
+
+func getItem(x, k any) any {
+	switch d := x.(type) {
+	case *Dict:
+		if v, ok := d.get(k); ok {
+			return v
+		}
+		if s, ok := k.(string); ok {
+			return getAttr(x, s)
+		}
+		return Undefined{str(k)}
+	case *Namespace:
+		if v, ok := d.d.get(k); ok {
+			return v
+		}
+		return Undefined{str(k)}
+	case *loopVal:
+		return d.attr(str(k))
+	case *List:
+		if isInt(k) {
+			i := toBig(k).Int64()
 			if i < 0 {
-				i += int64(len(c))
+				i += int64(len(d.items))
 			}
-			if i < 0 || i >= int64(len(c)) {
-				return nil, fmt.Errorf("list index %d out of range", i)
+			if i >= 0 && i < int64(len(d.items)) {
+				return d.items[i]
 			}
-			return c[i], nil
+			return Undefined{fmt.Sprintf("index %s", str(k))}
 		}
 	case string:
-		if i, ok := k.(int64); ok {
-			r := []rune(c)
+		if isInt(k) {
+			r := []rune(d)
+			i := toBig(k).Int64()
 			if i < 0 {
 				i += int64(len(r))
 			}
-			if i < 0 || i >= int64(len(r)) {
-				return nil, fmt.Errorf("string index %d out of range", i)
+			if i >= 0 && i < int64(len(r)) {
+				return string(r[i])
 			}
-			return string(r[i]), nil
+			return Undefined{fmt.Sprintf("index %s", str(k))}
 		}
-		if name, ok := k.(string); ok {
-			return method(c, name), nil
-		}
-	case undefined:
-		return nil, fmt.Errorf("'%s' of an undefined value", str(k))
 	}
-	return undefined{}, nil
+	if s, ok := k.(string); ok {
+		return getAttr(x, s)
+	}
+	return Undefined{str(k)}
 }
 
-type sliceNode struct {
-	x     node
-	parts [3]node
-}
-
-func (n sliceNode) eval(s *scope) (any, error) {
-	x, err := n.x.eval(s)
+func (n sliceNode) eval(c *ctx) (any, error) {
+	x, err := n.x.eval(c)
 	if err != nil {
 		return nil, err
 	}
@@ -295,36 +498,44 @@ func (n sliceNode) eval(s *scope) (any, error) {
 		if p == nil {
 			continue
 		}
-		v, err := p.eval(s)
+		v, err := p.eval(c)
 		if err != nil {
 			return nil, err
 		}
-		iv, ok := v.(int64)
-		if !ok {
-			return nil, fmt.Errorf("slice index %s is not an integer", typeName(v))
+		switch v.(type) {
+		case nil, Undefined:
+			continue
 		}
+		if !isInt(v) {
+			return nil, fmt.Errorf("slice indices must be integers or none, not %s", typeName(v))
+		}
+		iv := toBig(v).Int64()
 		idx[i] = &iv
 	}
-	var items []any
-	isStr := false
-	switch c := x.(type) {
-	case []any:
-		items = c
+	switch s := x.(type) {
+	case *List:
+		return &List{items: slice(s.items, idx)}, nil
 	case string:
-		isStr = true
-		for _, r := range c {
-			items = append(items, string(r))
+		rs := []rune(s)
+		items := make([]any, len(rs))
+		for i, r := range rs {
+			items[i] = r
 		}
-	default:
-		return nil, fmt.Errorf("cannot slice %s", typeName(x))
+		var sb strings.Builder
+		for _, r := range slice(items, idx) {
+			sb.WriteRune(r.(rune))
+		}
+		return sb.String(), nil
 	}
-	ln := int64(len(items))
+	return nil, fmt.Errorf("cannot slice %s", typeName(x))
+}
+
+// slice is Python's items[start:stop:step].
+func slice(items []any, idx [3]*int64) []any {
+	n := int64(len(items))
 	step := int64(1)
-	if idx[2] != nil {
+	if idx[2] != nil && *idx[2] != 0 {
 		step = *idx[2]
-		if step == 0 {
-			return nil, fmt.Errorf("slice step 0")
-		}
 	}
 	clamp := func(p *int64, def int64) int64 {
 		if p == nil {
@@ -332,381 +543,112 @@ func (n sliceNode) eval(s *scope) (any, error) {
 		}
 		v := *p
 		if v < 0 {
-			v += ln
+			v += n
 		}
-		lo, hi := int64(0), ln
+		lo, hi := int64(0), n
 		if step < 0 {
-			lo, hi = -1, ln-1
+			lo, hi = -1, n-1
 		}
 		return max(lo, min(v, hi))
 	}
-	var out []any
+	out := []any{}
 	if step > 0 {
-		for i := clamp(idx[0], 0); i < clamp(idx[1], ln); i += step {
+		for i := clamp(idx[0], 0); i < clamp(idx[1], n); i += step {
 			out = append(out, items[i])
 		}
 	} else {
-		for i := clamp(idx[0], ln-1); i > clamp(idx[1], -1); i += step {
+		for i := clamp(idx[0], n-1); i > clamp(idx[1], -1); i += step {
 			out = append(out, items[i])
 		}
 	}
-	if isStr {
-		var sb strings.Builder
-		for _, r := range out {
-			sb.WriteString(r.(string))
-		}
-		return sb.String(), nil
-	}
-	if out == nil {
-		out = []any{}
-	}
-	return out, nil
+	return out
 }
 
-type callNode struct {
-	f    node
-	args []node
-	kw   map[string]node
-}
-
-func (n callNode) eval(s *scope) (any, error) {
-	f, err := n.f.eval(s)
-	if err != nil {
-		return nil, err
-	}
-	fn, ok := f.(Func)
-	if !ok {
-		return nil, fmt.Errorf("%s is not callable", typeName(f))
-	}
-	args := make([]any, len(n.args))
-	for i, a := range n.args {
-		if args[i], err = a.eval(s); err != nil {
-			return nil, err
-		}
-	}
-	kw := map[string]any{}
-	for k, a := range n.kw {
-		if kw[k], err = a.eval(s); err != nil {
-			return nil, err
-		}
-	}
-	return fn(args, kw)
-}
-
-// method returns a string or mapping method as a Func.
-func method(x any, name string) any {
-	argStr := func(args []any, i int, def string) string {
-		if i < len(args) && args[i] != nil {
-			return str(args[i])
-		}
-		return def
-	}
-	switch c := x.(type) {
-	case string:
-		switch name {
-		case "startswith":
-			return Func(func(a []any, _ map[string]any) (any, error) { return strings.HasPrefix(c, argStr(a, 0, "")), nil })
-		case "endswith":
-			return Func(func(a []any, _ map[string]any) (any, error) { return strings.HasSuffix(c, argStr(a, 0, "")), nil })
-		case "strip":
-			return Func(func(a []any, _ map[string]any) (any, error) { return strip(c, a, true, true), nil })
-		case "lstrip":
-			return Func(func(a []any, _ map[string]any) (any, error) { return strip(c, a, true, false), nil })
-		case "rstrip":
-			return Func(func(a []any, _ map[string]any) (any, error) { return strip(c, a, false, true), nil })
-		case "upper":
-			return Func(func([]any, map[string]any) (any, error) { return strings.ToUpper(c), nil })
-		case "lower":
-			return Func(func([]any, map[string]any) (any, error) { return strings.ToLower(c), nil })
-		case "split":
-			return Func(func(a []any, _ map[string]any) (any, error) {
-				var parts []string
-				if len(a) == 0 || a[0] == nil {
-					parts = strings.Fields(c)
-				} else if sep := str(a[0]); sep != "" {
-					parts = strings.Split(c, sep)
-				} else {
-					return nil, fmt.Errorf("split: empty separator")
-				}
-				out := make([]any, len(parts))
-				for i, p := range parts {
-					out[i] = p
-				}
-				return out, nil
-			})
-		case "replace":
-			return Func(func(a []any, _ map[string]any) (any, error) {
-				return strings.ReplaceAll(c, argStr(a, 0, ""), argStr(a, 1, "")), nil
-			})
-		}
-	case map[string]any:
-		switch name {
-		case "get":
-			return Func(func(a []any, _ map[string]any) (any, error) {
-				if v, ok := c[argStr(a, 0, "")]; ok {
-					return v, nil
-				}
-				if len(a) > 1 {
-					return a[1], nil
-				}
-				return nil, nil
-			})
-		case "items":
-			return Func(func([]any, map[string]any) (any, error) {
-				keys := make([]string, 0, len(c))
-				for k := range c {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				out := make([]any, len(keys))
-				for i, k := range keys {
-					out[i] = []any{k, c[k]}
-				}
-				return out, nil
-			})
-		}
-	}
-	return undefined{}
-}
-
-// strip is Python's str.strip family: white space, or the given characters.
-func strip(s string, args []any, left, right bool) string {
-	cut := " \t\n\r\v\f"
-	if len(args) > 0 && args[0] != nil {
-		cut = str(args[0])
-	}
-	if left {
-		s = strings.TrimLeft(s, cut)
-	}
-	if right {
-		s = strings.TrimRight(s, cut)
-	}
-	return s
-}
-
-type filterNode struct {
-	name string
-	x    node
-	args []node
-	kw   map[string]node
-}
-
-func (n filterNode) eval(s *scope) (any, error) {
-	x, err := n.x.eval(s)
-	if err != nil {
-		return nil, err
-	}
-	switch n.name {
-	case "trim":
-		return strings.TrimSpace(str(x)), nil
-	case "length", "count":
-		switch c := x.(type) {
-		case string:
-			return int64(len([]rune(c))), nil
-		case []any:
-			return int64(len(c)), nil
-		case map[string]any:
-			return int64(len(c)), nil
-		}
-		return nil, fmt.Errorf("length of %s", typeName(x))
-	case "default", "d":
-		if _, u := x.(undefined); u && len(n.args) > 0 {
-			return n.args[0].eval(s)
-		}
-		return x, nil
-	case "capitalize":
-		r := []rune(strings.ToLower(str(x)))
-		if len(r) > 0 {
-			r[0] = []rune(strings.ToUpper(string(r[0])))[0]
-		}
-		return string(r), nil
-	case "first", "last":
-		items, ok := x.([]any)
-		if !ok || len(items) == 0 {
-			return undefined{}, nil
-		}
-		if n.name == "first" {
-			return items[0], nil
-		}
-		return items[len(items)-1], nil
-	case "reverse":
-		switch c := x.(type) {
-		case []any:
-			out := make([]any, len(c))
-			for i, v := range c {
-				out[len(c)-1-i] = v
-			}
-			return out, nil
-		case string:
-			r := []rune(c)
-			for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
-				r[i], r[j] = r[j], r[i]
-			}
-			return string(r), nil
-		}
-		return nil, fmt.Errorf("reverse of %s", typeName(x))
-	case "upper":
-		return strings.ToUpper(str(x)), nil
-	case "lower":
-		return strings.ToLower(str(x)), nil
-	case "string":
-		return str(x), nil
-	case "tojson":
-		b, err := json.Marshal(jsonable(x))
+// eval evaluates call arguments, expanding *args and **kwargs.
+func (a callArgs) eval(c *ctx) ([]any, *Dict, error) {
+	args := make([]any, 0, len(a.pos))
+	for _, e := range a.pos {
+		v, err := e.eval(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return string(b), nil
-	case "join":
-		sep := ""
-		if len(n.args) > 0 {
-			v, err := n.args[0].eval(s)
-			if err != nil {
-				return nil, err
-			}
-			sep = str(v)
+		args = append(args, v)
+	}
+	if a.star != nil {
+		v, err := a.star.eval(c)
+		if err != nil {
+			return nil, nil, err
 		}
-		items, ok := x.([]any)
+		items, err := iterate(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, items...)
+	}
+	kw := NewDict()
+	for _, k := range a.kw {
+		v, err := k.e.eval(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		kw.Set(k.name, v)
+	}
+	if a.dstar != nil {
+		v, err := a.dstar.eval(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, ok := v.(*Dict)
 		if !ok {
-			return nil, fmt.Errorf("join of %s", typeName(x))
+			return nil, nil, fmt.Errorf("argument after ** must be a mapping, not %s", typeName(v))
 		}
-		parts := make([]string, len(items))
-		for i, it := range items {
-			parts[i] = str(it)
+		for _, k := range d.keys {
+			kw.set(str(k), d.m[k])
 		}
-		return strings.Join(parts, sep), nil
 	}
-	return nil, fmt.Errorf("unknown filter %q", n.name)
+	return args, kw, nil
 }
 
-func jsonable(x any) any {
-	switch c := x.(type) {
-	case undefined:
-		return nil
-	case *namespace:
-		return c.m
-	}
-	return x
-}
-
-type testNode struct {
-	name string
-	x    node
-	neg  bool
-}
-
-func (n testNode) eval(s *scope) (any, error) {
-	x, err := n.x.eval(s)
+func (n *callNode) eval(c *ctx) (any, error) {
+	f, err := n.f.eval(c)
 	if err != nil {
 		return nil, err
 	}
-	var r bool
-	switch n.name {
-	case "defined":
-		_, u := x.(undefined)
-		r = !u
-	case "undefined":
-		_, r = x.(undefined)
-	case "none":
-		r = x == nil
-	case "string":
-		_, r = x.(string)
-	case "number", "integer":
-		_, r = x.(int64)
-	case "mapping":
-		_, r = x.(map[string]any)
-	case "sequence", "iterable":
-		switch x.(type) {
-		case string, []any, map[string]any:
-			r = true
-		}
-	case "true":
-		r = x == true
-	case "false":
-		r = x == false
-	default:
-		return nil, fmt.Errorf("unknown test %q", n.name)
+	args, kw, err := n.args.eval(c)
+	if err != nil {
+		return nil, err
 	}
-	return r != n.neg, nil
+	if err := c.step(); err != nil {
+		return nil, err
+	}
+	v, err := callValue(c, f, args, kw, n.f)
+	return v, atLine(n.line, err)
 }
 
-func truthy(v any) bool {
-	switch c := v.(type) {
-	case nil, undefined:
-		return false
-	case bool:
-		return c
-	case int64:
-		return c != 0
-	case string:
-		return c != ""
-	case []any:
-		return len(c) > 0
-	case map[string]any:
-		return len(c) > 0
-	}
-	return true
-}
-
-func equal(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case int64:
-		y, ok := b.(int64)
-		return ok && x == y
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case nil:
-		return b == nil
-	case undefined:
-		_, ok := b.(undefined)
-		return ok
-	}
-	return false
-}
-
-// str is how a value prints.
-func str(v any) string {
-	switch c := v.(type) {
-	case string:
-		return c
-	case int64:
-		return strconv.FormatInt(c, 10)
-	case bool:
-		if c {
-			return "True"
-		}
-		return "False"
-	case nil:
-		return "None"
-	case undefined:
-		return ""
-	}
-	b, _ := json.Marshal(jsonable(v))
-	return string(b)
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case int64:
-		return "int"
-	case bool:
-		return "bool"
-	case nil:
-		return "none"
-	case undefined:
-		return "undefined"
-	case []any:
-		return "list"
-	case map[string]any:
-		return "dict"
+func callValue(c *ctx, f any, args []any, kw *Dict, fn node) (any, error) {
+	switch g := f.(type) {
 	case Func:
-		return "function"
+		m := make(map[string]any, kw.Len())
+		for _, k := range kw.keys {
+			m[str(k)] = kw.m[k]
+		}
+		return g(args, m)
+	case ctxFunc:
+		return g(c, args, kw)
+	case *macro:
+		return g.call(c, args, kw)
+	case Undefined:
+		if nn, ok := fn.(nameNode); ok {
+			return nil, fmt.Errorf("unknown function %s", nn.name)
+		}
+		if an, ok := fn.(attrNode); ok {
+			return nil, fmt.Errorf("unknown method %s", an.name)
+		}
+		return nil, fmt.Errorf("%s is undefined, not callable", g.name)
 	}
-	return fmt.Sprintf("%T", v)
+	return nil, fmt.Errorf("'%s' object is not callable", typeName(f))
 }
+
+// ctxFunc is a built-in that needs the rendering's state (strftime_now,
+// range's budget, a filter name passed to map).
+type ctxFunc func(c *ctx, args []any, kw *Dict) (any, error)

@@ -1,168 +1,169 @@
 package jinja
 
 import (
-	"fmt"
-	"slices"
+	"math/big"
 	"strconv"
-	"strings"
 )
 
-// token of an expression.
-type tok struct {
-	kind byte // 'n' name, 's' string, 'i' int, 'o' operator, 0 end
-	s    string
-	i    int64
+// Expression nodes (evaluated in eval.go).
+type node interface{ eval(c *ctx) (any, error) }
+
+type (
+	lit      struct{ v any }
+	nameNode struct {
+		name string
+		line int32
+	}
+	listNode struct {
+		items []node
+		tuple bool
+	}
+	dictNode struct{ kv [][2]node }
+	condNode struct{ c, a, b node } // b nil: undefined
+	andNode  struct{ a, b node }
+	orNode   struct{ a, b node }
+	notNode  struct{ a node }
+	negNode  struct {
+		a   node
+		neg bool
+	}
+	binNode struct {
+		op   string
+		a, b node
+	}
+	compareNode struct {
+		first node
+		ops   []string
+		rest  []node
+	}
+	attrNode struct {
+		x    node
+		name string
+	}
+	itemNode  struct{ x, key node }
+	sliceNode struct {
+		x     node
+		parts [3]node
+	}
+	callNode struct {
+		f    node
+		args callArgs
+		line int32
+	}
+	filterNode struct {
+		name string
+		x    node // nil in {% filter %} and block set: the body
+		args callArgs
+		line int32
+	}
+	testNode struct {
+		name string
+		x    node
+		args callArgs
+		neg  bool
+		line int32
+	}
+)
+
+type kwArg struct {
+	name string
+	e    node
 }
 
-func lex(src string) ([]tok, error) {
-	var out []tok
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			i++
-		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			j := i
-			for j < len(src) && (src[j] == '_' || src[j] >= 'a' && src[j] <= 'z' || src[j] >= 'A' && src[j] <= 'Z' || src[j] >= '0' && src[j] <= '9') {
-				j++
-			}
-			out = append(out, tok{kind: 'n', s: src[i:j]})
-			i = j
-		case c >= '0' && c <= '9':
-			j := i
-			for j < len(src) && src[j] >= '0' && src[j] <= '9' {
-				j++
-			}
-			n, err := strconv.ParseInt(src[i:j], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("number %q: %v", src[i:j], err)
-			}
-			out = append(out, tok{kind: 'i', i: n})
-			i = j
-		case c == '\'' || c == '"':
-			var sb strings.Builder
-			j := i + 1
-			for ; j < len(src) && src[j] != c; j++ {
-				if src[j] == '\\' && j+1 < len(src) {
-					j++
-					switch src[j] {
-					case 'n':
-						sb.WriteByte('\n')
-					case 't':
-						sb.WriteByte('\t')
-					case 'r':
-						sb.WriteByte('\r')
-					default:
-						sb.WriteByte(src[j])
-					}
-					continue
-				}
-				sb.WriteByte(src[j])
-			}
-			if j >= len(src) {
-				return nil, fmt.Errorf("unterminated string")
-			}
-			out = append(out, tok{kind: 's', s: sb.String()})
-			i = j + 1
-		default:
-			op := string(c)
-			if i+1 < len(src) {
-				switch two := src[i : i+2]; two {
-				case "==", "!=", "<=", ">=", "//", "**":
-					op = two
-				}
-			}
-			if !strings.Contains("()[]{}.,:|~+-*/%<>=!", string(c)) {
-				return nil, fmt.Errorf("unexpected character %q", c)
-			}
-			out = append(out, tok{kind: 'o', s: op})
-			i += len(op)
-		}
-	}
-	return out, nil
+type callArgs struct {
+	pos         []node
+	kw          []kwArg
+	star, dstar node // *args, **kwargs
 }
 
-// node is an expression.
-type node interface{ eval(*scope) (any, error) }
-
-type parser struct {
-	t   []tok
-	pos int
-}
-
-func (p *parser) peek() tok {
-	if p.pos < len(p.t) {
-		return p.t[p.pos]
+// tuple: an expression, or several separated by commas (a tuple).
+func (p *parser) tuple() (node, error) {
+	e, err := p.expr()
+	if err != nil || !p.isOp(",") {
+		return e, err
 	}
-	return tok{}
-}
-func (p *parser) next() tok { t := p.peek(); p.pos++; return t }
-func (p *parser) isOp(s string) bool {
-	t := p.peek()
-	return t.kind == 'o' && t.s == s
-}
-func (p *parser) isName(s string) bool {
-	t := p.peek()
-	return t.kind == 'n' && t.s == s
-}
-func (p *parser) expect(s string) error {
-	if t := p.next(); t.kind != 'o' || t.s != s {
-		return fmt.Errorf("expected %q, found %q", s, t.s)
-	}
-	return nil
-}
-
-func parseExpr(src string) (node, error) {
-	t, err := lex(src)
-	if err != nil {
-		return nil, err
-	}
-	p := &parser{t: t}
-	n, err := p.expr()
-	if err != nil {
-		return nil, err
-	}
-	if p.pos < len(p.t) {
-		return nil, fmt.Errorf("unexpected %q", p.peek().s)
-	}
-	return n, nil
-}
-
-// expr: or-expression, optionally "X if C else Y".
-func (p *parser) expr() (node, error) {
-	a, err := p.or()
-	if err != nil {
-		return nil, err
-	}
-	if p.isName("if") {
+	items := []node{e}
+	for p.isOp(",") {
 		p.next()
-		c, err := p.or()
+		if !p.startsExpr() {
+			break
+		}
+		x, err := p.expr()
 		if err != nil {
 			return nil, err
 		}
-		var b node = lit{undefined{}}
-		if p.isName("else") {
-			p.next()
-			if b, err = p.expr(); err != nil {
-				return nil, err
-			}
-		}
-		return condNode{c, a, b}, nil
+		items = append(items, x)
 	}
-	return a, nil
+	return listNode{items, true}, nil
+}
+
+func (p *parser) startsExpr() bool {
+	t := p.peek()
+	switch t.kind {
+	case tName, tString, tInt, tFloat:
+		return true
+	case tOp:
+		return t.s == "(" || t.s == "[" || t.s == "{" || t.s == "-" || t.s == "+"
+	}
+	return false
+}
+
+// expr: a conditional expression "A if C else B" (else optional).
+func (p *parser) expr() (node, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	a, err := p.or()
+	if err != nil || !p.isName("if") {
+		return a, err
+	}
+	p.next()
+	c, err := p.or()
+	if err != nil {
+		return nil, err
+	}
+	var b node
+	if p.isName("else") {
+		p.next()
+		if b, err = p.expr(); err != nil {
+			return nil, err
+		}
+	}
+	return condNode{c, a, b}, nil
 }
 
 func (p *parser) or() (node, error) {
-	return p.chain('n', []string{"or"}, p.and, logic)
+	a, err := p.and()
+	for err == nil && p.isName("or") {
+		p.next()
+		var b node
+		if b, err = p.and(); err == nil {
+			a = orNode{a, b}
+		}
+	}
+	return a, err
 }
 
 func (p *parser) and() (node, error) {
-	return p.chain('n', []string{"and"}, p.not, logic)
+	a, err := p.not()
+	for err == nil && p.isName("and") {
+		p.next()
+		var b node
+		if b, err = p.not(); err == nil {
+			a = andNode{a, b}
+		}
+	}
+	return a, err
 }
 
 func (p *parser) not() (node, error) {
 	if p.isName("not") {
 		p.next()
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		a, err := p.not()
 		return notNode{a}, err
 	}
@@ -170,209 +171,328 @@ func (p *parser) not() (node, error) {
 }
 
 func (p *parser) compare() (node, error) {
-	a, err := p.concat()
+	a, err := p.math1()
 	if err != nil {
 		return nil, err
 	}
+	cn := compareNode{first: a}
 	for {
 		t := p.peek()
+		op := ""
 		switch {
-		case t.kind == 'o' && (t.s == "==" || t.s == "!=" || t.s == "<" || t.s == ">" || t.s == "<=" || t.s == ">="):
+		case t.kind == tOp && (t.s == "==" || t.s == "!=" || t.s == "<" || t.s == ">" || t.s == "<=" || t.s == ">="):
+			op = t.s
 			p.next()
-			b, err := p.concat()
-			if err != nil {
-				return nil, err
-			}
-			a = binNode{t.s, a, b}
-		case t.kind == 'n' && t.s == "in":
+		case t.kind == tName && t.s == "in":
+			op = "in"
 			p.next()
-			b, err := p.concat()
-			if err != nil {
-				return nil, err
-			}
-			a = binNode{"in", a, b}
-		case t.kind == 'n' && t.s == "not" && p.pos+1 < len(p.t) && p.t[p.pos+1].kind == 'n' && p.t[p.pos+1].s == "in":
+		case t.kind == tName && t.s == "not" && p.peekAt(1).kind == tName && p.peekAt(1).s == "in":
+			op = "not in"
 			p.next()
 			p.next()
-			b, err := p.concat()
-			if err != nil {
-				return nil, err
-			}
-			a = notNode{binNode{"in", a, b}}
-		case t.kind == 'n' && t.s == "is":
-			p.next()
-			neg := false
-			if p.isName("not") {
-				p.next()
-				neg = true
-			}
-			name := p.next()
-			if name.kind != 'n' {
-				return nil, fmt.Errorf("expected a test name after 'is'")
-			}
-			a = testNode{name.s, a, neg}
-		default:
-			return a, nil
 		}
+		if op == "" {
+			break
+		}
+		b, err := p.math1()
+		if err != nil {
+			return nil, err
+		}
+		cn.ops = append(cn.ops, op)
+		cn.rest = append(cn.rest, b)
 	}
+	if len(cn.ops) == 0 {
+		return a, nil
+	}
+	return cn, nil
 }
 
-func (p *parser) concat() (node, error) {
-	return p.chain('o', []string{"~"}, p.sum, binary)
-}
-
-func (p *parser) sum() (node, error) {
-	return p.chain('o', []string{"+", "-"}, p.product, binary)
-}
-
-func (p *parser) product() (node, error) {
-	return p.chain('o', []string{"*", "/", "%", "//"}, p.unary, binary)
-}
-
-// chain parses a left-associative run of operands joined by the operator
-// tokens of kind in ops (a name such as "or", or a symbol such as "+");
-// join builds the node of each operator. The first error ends it.
-func (p *parser) chain(kind byte, ops []string, operand func() (node, error), join func(op string, a, b node) node) (node, error) {
-	a, err := operand()
+// binary parses a left-associative run of next joined by ops.
+func (p *parser) binary(next func() (node, error), ops ...string) (node, error) {
+	a, err := next()
 	for err == nil {
 		t := p.peek()
-		if t.kind != kind || !slices.Contains(ops, t.s) {
+		if t.kind != tOp || !contains(ops, t.s) {
 			break
 		}
 		p.next()
 		var b node
-		if b, err = operand(); err == nil {
-			a = join(t.s, a, b)
+		if b, err = next(); err == nil {
+			a = binNode{t.s, a, b}
 		}
 	}
 	return a, err
 }
 
-func logic(op string, a, b node) node  { return logicNode{op, a, b} }
-func binary(op string, a, b node) node { return binNode{op, a, b} }
-
-func (p *parser) unary() (node, error) {
-	if p.isOp("-") {
-		p.next()
-		a, err := p.unary()
-		return binNode{"-", lit{int64(0)}, a}, err
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
 	}
-	return p.postfix()
+	return false
 }
 
-// postfix: primary followed by .attr, [index or slice], (call), |filter.
-func (p *parser) postfix() (node, error) {
+func (p *parser) math1() (node, error)  { return p.binary(p.concat, "+", "-") }
+func (p *parser) concat() (node, error) { return p.binary(p.math2, "~") }
+func (p *parser) math2() (node, error)  { return p.binary(p.pow, "*", "/", "//", "%") }
+func (p *parser) pow() (node, error)    { return p.binary(p.unary, "**") }
+
+func (p *parser) unary() (node, error) {
+	if p.isOp("-") || p.isOp("+") {
+		neg := p.next().s == "-"
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
+		a, err := p.unaryNoFilter()
+		if err != nil {
+			return nil, err
+		}
+		return p.filters(negNode{a, neg})
+	}
 	a, err := p.primary()
 	if err != nil {
 		return nil, err
 	}
+	if a, err = p.postfix(a); err != nil {
+		return nil, err
+	}
+	return p.filters(a)
+}
+
+func (p *parser) unaryNoFilter() (node, error) {
+	if p.isOp("-") || p.isOp("+") {
+		neg := p.next().s == "-"
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
+		a, err := p.unaryNoFilter()
+		return negNode{a, neg}, err
+	}
+	a, err := p.primary()
+	if err != nil {
+		return nil, err
+	}
+	return p.postfix(a)
+}
+
+// postfix: .attr, [subscript or slice], (call).
+func (p *parser) postfix(a node) (node, error) {
 	for {
 		switch {
 		case p.isOp("."):
 			p.next()
-			name := p.next()
-			if name.kind != 'n' {
-				return nil, fmt.Errorf("expected a name after '.'")
+			t := p.next()
+			switch t.kind {
+			case tName:
+				a = attrNode{a, t.s}
+			case tInt:
+				n, _ := strconv.ParseInt(t.s, 10, 64)
+				a = itemNode{a, lit{n}}
+			default:
+				return nil, p.errorf("expected a name after '.', found %s", t)
 			}
-			a = attrNode{a, lit{name.s}}
 		case p.isOp("["):
 			p.next()
 			var parts [3]node
 			colons := 0
 			for !p.isOp("]") {
+				if p.peek().kind == tEOF || p.peek().kind == tVarEnd || p.peek().kind == tBlockEnd {
+					return nil, p.errorf("'[' is not closed")
+				}
 				if p.isOp(":") {
 					p.next()
-					colons++
-					if colons > 2 {
-						return nil, fmt.Errorf("bad slice")
+					if colons++; colons > 2 {
+						return nil, p.errorf("a slice has at most 3 parts")
 					}
 					continue
 				}
-				e, err := p.expr()
+				if parts[colons] != nil {
+					return nil, p.errorf("unexpected %s in a subscript", p.peek())
+				}
+				e, err := p.tuple()
 				if err != nil {
 					return nil, err
-				}
-				if parts[colons] != nil {
-					return nil, fmt.Errorf("bad subscript")
 				}
 				parts[colons] = e
 			}
 			p.next()
-			if colons == 0 && parts[0] == nil {
-				return nil, fmt.Errorf("empty subscript")
-			}
-			if colons == 0 {
-				a = attrNode{a, parts[0]}
-			} else {
+			switch {
+			case colons > 0:
 				a = sliceNode{a, parts}
+			case parts[0] == nil:
+				return nil, p.errorf("empty subscript []")
+			default:
+				a = itemNode{a, parts[0]}
 			}
 		case p.isOp("("):
-			args, kw, err := p.args()
+			line := p.peek().line
+			args, err := p.callArgs()
 			if err != nil {
 				return nil, err
 			}
-			a = callNode{a, args, kw}
-		case p.isOp("|"):
-			p.next()
-			name := p.next()
-			if name.kind != 'n' {
-				return nil, fmt.Errorf("expected a filter name after '|'")
-			}
-			f := filterNode{name: name.s, x: a}
-			if p.isOp("(") {
-				if f.args, f.kw, err = p.args(); err != nil {
-					return nil, err
-				}
-			}
-			a = f
+			a = &callNode{a, args, line}
 		default:
 			return a, nil
 		}
 	}
 }
 
-func (p *parser) args() ([]node, map[string]node, error) {
-	p.next() // (
-	var args []node
-	kw := map[string]node{}
-	for !p.isOp(")") {
-		if p.peek().kind == 0 {
-			return nil, nil, fmt.Errorf("unclosed call")
-		}
-		if t := p.peek(); t.kind == 'n' && p.pos+1 < len(p.t) && p.t[p.pos+1].kind == 'o' && p.t[p.pos+1].s == "=" {
-			p.pos += 2
-			e, err := p.expr()
-			if err != nil {
-				return nil, nil, err
-			}
-			kw[t.s] = e
-		} else {
-			e, err := p.expr()
-			if err != nil {
-				return nil, nil, err
-			}
-			args = append(args, e)
-		}
-		if p.isOp(",") {
+// filters: "| name(args)" and "is [not] test args", in any number.
+func (p *parser) filters(a node) (node, error) {
+	for {
+		switch {
+		case p.isOp("|"):
 			p.next()
+			f, err := p.filterCall(a)
+			if err != nil {
+				return nil, err
+			}
+			a = f
+		case p.isName("is"):
+			p.next()
+			t := testNode{x: a, line: p.peek().line}
+			if p.isName("not") {
+				p.next()
+				t.neg = true
+			}
+			name, err := p.expectName()
+			if err != nil {
+				return nil, err
+			}
+			t.name = name
+			for p.isOp(".") { // dotted test names
+				p.next()
+				n, err := p.expectName()
+				if err != nil {
+					return nil, err
+				}
+				t.name += "." + n
+			}
+			switch nt := p.peek(); {
+			case p.isOp("("):
+				if t.args, err = p.callArgs(); err != nil {
+					return nil, err
+				}
+			case nt.kind == tString || nt.kind == tInt || nt.kind == tFloat || p.isOp("[") || p.isOp("{") ||
+				nt.kind == tName && nt.s != "else" && nt.s != "or" && nt.s != "and" && nt.s != "if" && nt.s != "in" && nt.s != "not" && nt.s != "is":
+				arg, err := p.primary()
+				if err != nil {
+					return nil, err
+				}
+				if arg, err = p.postfix(arg); err != nil {
+					return nil, err
+				}
+				t.args.pos = []node{arg}
+			}
+			a = t
+		default:
+			return a, nil
 		}
 	}
-	p.next()
-	return args, kw, nil
+}
+
+func (p *parser) filterCall(x node) (*filterNode, error) {
+	line := p.peek().line
+	name, err := p.expectName()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp(".") {
+		p.next()
+		n, err := p.expectName()
+		if err != nil {
+			return nil, err
+		}
+		name += "." + n
+	}
+	f := &filterNode{name: name, x: x, line: line}
+	if p.isOp("(") {
+		if f.args, err = p.callArgs(); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (p *parser) callArgs() (callArgs, error) {
+	var a callArgs
+	if err := p.enter(); err != nil {
+		return a, err
+	}
+	defer p.leave()
+	p.next() // (
+	for !p.isOp(")") {
+		switch {
+		case p.isOp("*"):
+			p.next()
+			e, err := p.expr()
+			if err != nil {
+				return a, err
+			}
+			a.star = e
+		case p.isOp("**"):
+			p.next()
+			e, err := p.expr()
+			if err != nil {
+				return a, err
+			}
+			a.dstar = e
+		case p.peek().kind == tName && p.peekAt(1).kind == tOp && p.peekAt(1).s == "=":
+			name := p.next().s
+			p.next()
+			e, err := p.expr()
+			if err != nil {
+				return a, err
+			}
+			for _, k := range a.kw {
+				if k.name == name {
+					return a, p.errorf("keyword argument %s repeated", name)
+				}
+			}
+			a.kw = append(a.kw, kwArg{name, e})
+		default:
+			e, err := p.expr()
+			if err != nil {
+				return a, err
+			}
+			if len(a.kw) > 0 {
+				return a, p.errorf("positional argument follows keyword argument")
+			}
+			a.pos = append(a.pos, e)
+		}
+		if !p.isOp(",") {
+			break
+		}
+		p.next()
+	}
+	return a, p.expectOp(")")
 }
 
 func (p *parser) primary() (node, error) {
 	t := p.next()
 	switch t.kind {
-	case 's':
+	case tString:
 		s := t.s
-		for p.peek().kind == 's' { // adjacent literals concatenate
+		for p.peek().kind == tString { // adjacent literals concatenate
 			s += p.next().s
 		}
 		return lit{s}, nil
-	case 'i':
-		return lit{t.i}, nil
-	case 'n':
+	case tInt:
+		if n, err := strconv.ParseInt(t.s, 10, 64); err == nil {
+			return lit{n}, nil
+		}
+		b, _ := new(big.Int).SetString(t.s, 10)
+		return lit{b}, nil
+	case tFloat:
+		f, err := strconv.ParseFloat(t.s, 64)
+		if err != nil {
+			return nil, p.errorf("bad number %s", t.s)
+		}
+		return lit{f}, nil
+	case tName:
 		switch t.s {
 		case "true", "True":
 			return lit{true}, nil
@@ -381,75 +501,60 @@ func (p *parser) primary() (node, error) {
 		case "none", "None":
 			return lit{nil}, nil
 		}
-		return nameNode(t.s), nil
-	case 'o':
+		return nameNode{t.s, t.line}, nil
+	case tOp:
 		switch t.s {
 		case "(":
-			e, err := p.expr()
+			if p.isOp(")") { // empty tuple
+				p.next()
+				return listNode{nil, true}, nil
+			}
+			e, err := p.tuple()
 			if err != nil {
 				return nil, err
 			}
-			if p.isOp(",") { // a tuple
-				items := []node{e}
-				for p.isOp(",") {
-					p.next()
-					if p.isOp(")") {
-						break
-					}
-					x, err := p.expr()
-					if err != nil {
-						return nil, err
-					}
-					items = append(items, x)
-				}
-				e = listNode(items)
-			}
-			return e, p.expect(")")
+			return e, p.expectOp(")")
 		case "[":
 			var items []node
 			for !p.isOp("]") {
-				if p.peek().kind == 0 {
-					return nil, fmt.Errorf("unclosed list")
-				}
 				e, err := p.expr()
 				if err != nil {
 					return nil, err
 				}
 				items = append(items, e)
-				if p.isOp(",") {
-					p.next()
+				if !p.isOp(",") {
+					break
 				}
+				p.next()
 			}
-			p.next()
-			return listNode(items), nil
+			return listNode{items, false}, p.expectOp("]")
 		case "{":
 			var d dictNode
 			for !p.isOp("}") {
-				if p.peek().kind == 0 {
-					return nil, fmt.Errorf("unclosed dict")
-				}
 				k, err := p.expr()
 				if err != nil {
 					return nil, err
 				}
-				if err := p.expect(":"); err != nil {
+				if err := p.expectOp(":"); err != nil {
 					return nil, err
 				}
 				v, err := p.expr()
 				if err != nil {
 					return nil, err
 				}
-				d = append(d, [2]node{k, v})
-				if p.isOp(",") {
-					p.next()
+				d.kv = append(d.kv, [2]node{k, v})
+				if !p.isOp(",") {
+					break
 				}
+				p.next()
 			}
-			p.next()
-			return d, nil
+			return d, p.expectOp("}")
 		}
+	case tEOF, tVarEnd, tBlockEnd:
+		if t.kind != tEOF {
+			p.pos--
+		}
+		return nil, p.errorf("unexpected %s: an expression is incomplete", t)
 	}
-	if t.kind == 0 {
-		return nil, fmt.Errorf("unexpected end of expression")
-	}
-	return nil, fmt.Errorf("unexpected %q", t.s)
+	return nil, p.errorf("unexpected %s in an expression", t)
 }

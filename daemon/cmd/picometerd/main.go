@@ -33,6 +33,7 @@ func main() {
 		socket     = flag.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
 		bMax       = flag.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
 		specK      = flag.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
+		chatTmpl   = flag.String("chat-template", def.ChatTemplate, "Jinja chat template `file` replacing the model file's tokenizer.chat_template; overrides chat_template")
 		ctxLen     = flag.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
 	)
 	flag.Usage = func() {
@@ -60,9 +61,10 @@ func main() {
 				cfg.Metrics.Socket = ""
 			}
 		},
-		"b-max":   func() { cfg.Engine.BMax = *bMax },
-		"spec-k":  func() { cfg.Engine.SpecK = *specK },
-		"context": func() { cfg.Engine.Context = *ctxLen },
+		"b-max":         func() { cfg.Engine.BMax = *bMax },
+		"spec-k":        func() { cfg.Engine.SpecK = *specK },
+		"context":       func() { cfg.Engine.Context = *ctxLen },
+		"chat-template": func() { cfg.ChatTemplate = *chatTmpl },
 	})
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
