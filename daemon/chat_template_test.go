@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/picometer/picometer/internal/testenv"
-	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/modelgen"
+	"github.com/picometer/picometer/native"
 )
 
 // TestHostileTemplateModel: issue 25's hostile templates in a model file.
