@@ -5,6 +5,7 @@
 //
 //	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
 //	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--context N]
+//	           [--backend native|iree]
 //
 // Flags override the configuration file; the defaults they show are the
 // built-in ones.
@@ -33,6 +34,7 @@ func main() {
 		socket     = flag.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
 		bMax       = flag.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
 		specK      = flag.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
+		backend    = flag.String("backend", def.Engine.Backend, "engine `name`: native (the C engine) or iree (only in a binary built with -tags iree; docs/IREE.md); overrides engine.backend")
 		ctxLen     = flag.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
 	)
 	flag.Usage = func() {
@@ -63,6 +65,7 @@ func main() {
 		"b-max":   func() { cfg.Engine.BMax = *bMax },
 		"spec-k":  func() { cfg.Engine.SpecK = *specK },
 		"context": func() { cfg.Engine.Context = *ctxLen },
+		"backend": func() { cfg.Engine.Backend = *backend },
 	})
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
