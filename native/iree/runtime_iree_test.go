@@ -43,16 +43,22 @@ func needRuntime(t *testing.T) (lib, compiler string) {
 // compile compiles testdata/NAME.mlir for llvm-cpu with iree-compile.
 func compile(t *testing.T, compiler, name string, extra ...string) []byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), name+".vmfb")
+	return compileFile(t, compiler, filepath.Join("testdata", name+".mlir"), extra...)
+}
+
+// compileFile compiles the MLIR file src for llvm-cpu with iree-compile.
+func compileFile(t *testing.T, compiler, src string, extra ...string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(src)+".vmfb")
 	args := append([]string{
 		"--iree-hal-target-device=local",
 		"--iree-hal-local-target-device-backends=llvm-cpu",
 		"--iree-llvmcpu-target-cpu=host",
 	}, extra...)
-	args = append(args, filepath.Join("testdata", name+".mlir"), "-o", out)
+	args = append(args, src, "-o", out)
 	cmd := exec.Command(compiler, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("iree-compile %s: %v\n%s", name, err, b)
+		t.Fatalf("iree-compile %s: %v\n%s", src, err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
