@@ -215,11 +215,13 @@ struct pm_iree_module {
   iree_vm_module_t* hal;
   iree_vm_module_t* bytecode;
   iree_vm_context_t* context;
+  iree_vm_list_t* results;  // the last call's, owned
 };
 
 void pm_iree_module_close(pm_iree_module* m) {
   if (!m) return;
   const pm_iree_rt* rt = m->rt;
+  if (m->results) rt->iree_vm_list_release(m->results);
   if (m->context) rt->iree_vm_context_release(m->context);
   if (m->bytecode) rt->iree_vm_module_release(m->bytecode);
   if (m->hal) rt->iree_vm_module_release(m->hal);
@@ -314,12 +316,17 @@ int pm_iree_module_open(pm_iree_rt* rt, const void* vmfb, size_t len,
 // ===== call ===============================================================
 
 int pm_iree_module_call(pm_iree_module* m, const char* fn,
-                        const pm_iree_tensor* in, int n_in, pm_iree_tensor* out,
-                        int n_out, char* err, size_t errcap) {
+                        const pm_iree_tensor* in, int n_in, int* n_out,
+                        char* err, size_t errcap) {
   const pm_iree_rt* rt = m->rt;
   iree_allocator_t host = pm_host(rt);
-  if (n_in < 0 || n_out < 0) {
-    pm_errf(err, errcap, "bad argument counts %d, %d", n_in, n_out);
+  *n_out = 0;
+  if (m->results) {
+    rt->iree_vm_list_release(m->results);
+    m->results = NULL;
+  }
+  if (n_in < 0) {
+    pm_errf(err, errcap, "bad input count %d", n_in);
     return PM_IREE_E_ARG;
   }
   iree_vm_function_t f;
@@ -338,9 +345,7 @@ int pm_iree_module_call(pm_iree_module* m, const char* fn,
                                          host, &inputs),
                  "input list", err, errcap);
   if (!rc) {
-    rc = pm_status(rt,
-                   rt->iree_vm_list_create(variant, (iree_host_size_t)n_out,
-                                           host, &outputs),
+    rc = pm_status(rt, rt->iree_vm_list_create(variant, 4, host, &outputs),
                    "output list", err, errcap);
   }
   iree_hal_allocator_t* dev_alloc =
@@ -383,53 +388,77 @@ int pm_iree_module_call(pm_iree_module* m, const char* fn,
                                       host),
                    fn, err, errcap);
   }
-  if (!rc && rt->iree_vm_list_size(outputs) < (iree_host_size_t)n_out) {
-    pm_errf(err, errcap, "%s returned %zu results, want %d", fn,
-            (size_t)rt->iree_vm_list_size(outputs), n_out);
-    rc = PM_IREE_E_RESULT;
+  if (inputs) rt->iree_vm_list_release(inputs);
+  if (rc) {
+    if (outputs) rt->iree_vm_list_release(outputs);
+    return rc;
   }
-  for (int i = 0; !rc && i < n_out; i++) {
-    iree_vm_ref_t ref = {NULL, 0};
-    rc = pm_status(rt, rt->iree_vm_list_get_ref_assign(outputs, i, &ref),
-                   "result", err, errcap);
-    if (rc) break;
-    if (!ref.ptr || ref.type != *rt->iree_hal_buffer_view_registration) {
-      pm_errf(err, errcap, "result %d is not a buffer view", i);
-      rc = PM_IREE_E_RESULT;
-      break;
-    }
-    iree_hal_buffer_view_t* view = (iree_hal_buffer_view_t*)ref.ptr;
-    if (rt->iree_hal_buffer_view_element_type(view) !=
-        PM_IREE_ELEMENT_TYPE_FLOAT_32) {
-      pm_errf(err, errcap, "result %d is not f32", i);
-      rc = PM_IREE_E_RESULT;
-      break;
-    }
-    iree_hal_dim_t dims[PM_IREE_MAX_RANK];
-    iree_host_size_t rank = 0;
-    rc = pm_status(rt,
-                   rt->iree_hal_buffer_view_shape(view, PM_IREE_MAX_RANK, dims,
-                                                  &rank),
-                   "result shape", err, errcap);
-    if (rc) break;
-    size_t count = (size_t)rt->iree_hal_buffer_view_element_count(view);
-    if (count > out[i].cap) {
-      pm_errf(err, errcap, "result %d has %zu elements, room for %zu", i,
-              count, out[i].cap);
-      rc = PM_IREE_E_RESULT;
-      break;
-    }
-    out[i].rank = (int)rank;
-    for (iree_host_size_t d = 0; d < rank; d++) out[i].dims[d] = (int64_t)dims[d];
-    out[i].count = count;
-    iree_timeout_t forever = {0, PM_IREE_TIME_INFINITE_FUTURE};
-    rc = pm_status(rt,
+  m->results = outputs;
+  *n_out = (int)rt->iree_vm_list_size(outputs);
+  return PM_IREE_OK;
+}
+
+// pm_result returns result i as an f32 buffer view, or NULL with err set.
+static iree_hal_buffer_view_t* pm_result(pm_iree_module* m, int i, char* err,
+                                         size_t errcap) {
+  const pm_iree_rt* rt = m->rt;
+  if (!m->results || i < 0 ||
+      (iree_host_size_t)i >= rt->iree_vm_list_size(m->results)) {
+    pm_errf(err, errcap, "no result %d", i);
+    return NULL;
+  }
+  iree_vm_ref_t ref = {NULL, 0};
+  if (pm_status(rt, rt->iree_vm_list_get_ref_assign(m->results, i, &ref),
+                "result", err, errcap)) {
+    return NULL;
+  }
+  if (!ref.ptr || ref.type != *rt->iree_hal_buffer_view_registration) {
+    pm_errf(err, errcap, "result %d is not a buffer view", i);
+    return NULL;
+  }
+  iree_hal_buffer_view_t* view = (iree_hal_buffer_view_t*)ref.ptr;
+  if (rt->iree_hal_buffer_view_element_type(view) !=
+      PM_IREE_ELEMENT_TYPE_FLOAT_32) {
+    pm_errf(err, errcap, "result %d is not f32", i);
+    return NULL;
+  }
+  return view;
+}
+
+int pm_iree_module_result_shape(pm_iree_module* m, int i, int* rank,
+                                int64_t* dims, size_t* count, char* err,
+                                size_t errcap) {
+  iree_hal_buffer_view_t* view = pm_result(m, i, err, errcap);
+  if (!view) return PM_IREE_E_RESULT;
+  const pm_iree_rt* rt = m->rt;
+  iree_hal_dim_t d[PM_IREE_MAX_RANK];
+  iree_host_size_t r = 0;
+  int rc = pm_status(rt,
+                     rt->iree_hal_buffer_view_shape(view, PM_IREE_MAX_RANK, d,
+                                                    &r),
+                     "result shape", err, errcap);
+  if (rc) return rc;
+  *rank = (int)r;
+  for (iree_host_size_t k = 0; k < r; k++) dims[k] = (int64_t)d[k];
+  *count = (size_t)rt->iree_hal_buffer_view_element_count(view);
+  return PM_IREE_OK;
+}
+
+int pm_iree_module_result_read(pm_iree_module* m, int i, float* dst,
+                               size_t count, char* err, size_t errcap) {
+  iree_hal_buffer_view_t* view = pm_result(m, i, err, errcap);
+  if (!view) return PM_IREE_E_RESULT;
+  const pm_iree_rt* rt = m->rt;
+  if ((size_t)rt->iree_hal_buffer_view_element_count(view) != count) {
+    pm_errf(err, errcap, "result %d: reading %zu elements of %zu", i, count,
+            (size_t)rt->iree_hal_buffer_view_element_count(view));
+    return PM_IREE_E_ARG;
+  }
+  if (count == 0) return PM_IREE_OK;
+  iree_timeout_t forever = {0, PM_IREE_TIME_INFINITE_FUTURE};
+  return pm_status(rt,
                    rt->iree_hal_device_transfer_d2h(
                        m->device, rt->iree_hal_buffer_view_buffer(view), 0,
-                       out[i].data, count * sizeof(float), 0, forever),
+                       dst, count * sizeof(float), 0, forever),
                    "result read", err, errcap);
-  }
-  if (outputs) rt->iree_vm_list_release(outputs);
-  if (inputs) rt->iree_vm_list_release(inputs);
-  return rc;
 }

@@ -44,22 +44,29 @@ int pm_iree_module_open(pm_iree_rt* rt, const void* vmfb, size_t len,
                         size_t errcap);
 void pm_iree_module_close(pm_iree_module* m);
 
-// pm_iree_tensor is one f32 tensor: shape dims[0..rank) and, for inputs,
-// data; for results, data has room for cap elements and count receives
-// the number written.
+// pm_iree_tensor is one f32 input: shape dims[0..rank) and its data,
+// row-major, borrowed for the call.
 typedef struct pm_iree_tensor {
   int rank;
   int64_t dims[PM_IREE_MAX_RANK];
-  float* data;
-  size_t cap;
-  size_t count;
+  const float* data;
 } pm_iree_tensor;
 
 // pm_iree_module_call invokes function fn (e.g. "module.matvec") on n_in
-// f32 inputs and reads its first n_out results, which must be f32 buffer
-// views, into out.
+// f32 inputs. Its results stay in m until the next call or close; *n_out
+// receives their count.
 int pm_iree_module_call(pm_iree_module* m, const char* fn,
-                        const pm_iree_tensor* in, int n_in, pm_iree_tensor* out,
-                        int n_out, char* err, size_t errcap);
+                        const pm_iree_tensor* in, int n_in, int* n_out,
+                        char* err, size_t errcap);
+
+// pm_iree_module_result_shape reads result i's shape (it must be an f32
+// buffer view) into rank (at most PM_IREE_MAX_RANK), dims and count.
+int pm_iree_module_result_shape(pm_iree_module* m, int i, int* rank,
+                                int64_t* dims, size_t* count, char* err,
+                                size_t errcap);
+
+// pm_iree_module_result_read copies result i's count elements into dst.
+int pm_iree_module_result_read(pm_iree_module* m, int i, float* dst,
+                               size_t count, char* err, size_t errcap);
 
 #endif  // PM_IREE_RUNTIME_H

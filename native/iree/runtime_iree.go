@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -76,18 +77,17 @@ func (m *Module) Close() {
 	}
 }
 
-// Call invokes fn ("module.NAME") on f32 inputs and returns its first nOut
-// results, which must be f32 tensors of at most 1<<24 elements each.
+// Call invokes fn ("module.NAME") on f32 inputs and returns its first
+// nOut results, which must be f32 tensors. The inputs are read in place
+// (pinned for the call) and copied into device buffers by the runtime.
 func (m *Module) Call(fn string, in []Tensor, nOut int) ([]Tensor, error) {
-	const maxOut = 1 << 24
-	cin := (*[1 << 16]C.pm_iree_tensor)(C.malloc(C.size_t(len(in)+nOut+1) * C.size_t(unsafe.Sizeof(C.pm_iree_tensor{}))))[: len(in)+nOut : len(in)+nOut]
-	defer C.free(unsafe.Pointer(&cin[0]))
-	var keep []unsafe.Pointer
-	defer func() {
-		for _, p := range keep {
-			C.free(p)
-		}
-	}()
+	if nOut < 0 {
+		return nil, fmt.Errorf("iree: %s: %d results", fn, nOut)
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	cin := make([]C.pm_iree_tensor, len(in)+1) // +1: never empty
+	pin.Pin(&cin[0])
 	for i, t := range in {
 		if len(t.Dims) > C.PM_IREE_MAX_RANK {
 			return nil, fmt.Errorf("iree: %s: input %d has rank %d, at most %d", fn, i, len(t.Dims), C.PM_IREE_MAX_RANK)
@@ -96,52 +96,45 @@ func (m *Module) Call(fn string, in []Tensor, nOut int) ([]Tensor, error) {
 			return nil, fmt.Errorf("iree: %s: input %d has %d values for dims %v", fn, i, len(t.Data), t.Dims)
 		}
 		c := &cin[i]
-		*c = C.pm_iree_tensor{rank: C.int(len(t.Dims))}
+		c.rank = C.int(len(t.Dims))
 		for d, v := range t.Dims {
 			c.dims[d] = C.int64_t(v)
 		}
-		// C memory: the pointer is stored in C memory (cin), which cgo's
-		// pointer rules forbid for Go memory.
-		n := len(t.Data)
-		p := C.malloc(C.size_t(n+1) * 4)
-		keep = append(keep, p)
-		if n > 0 {
-			copy(unsafe.Slice((*float32)(p), n), t.Data)
+		if len(t.Data) > 0 {
+			pin.Pin(&t.Data[0])
+			c.data = (*C.float)(unsafe.Pointer(&t.Data[0]))
 		}
-		c.data = (*C.float)(p)
-	}
-	outs := cin[len(in):]
-	for i := range outs {
-		p := C.malloc(maxOut * 4)
-		if p == nil {
-			return nil, fmt.Errorf("iree: %s: out of memory", fn)
-		}
-		keep = append(keep, p)
-		outs[i] = C.pm_iree_tensor{data: (*C.float)(p), cap: maxOut}
 	}
 	cfn := C.CString(fn)
 	defer C.free(unsafe.Pointer(cfn))
 	var buf [errCap]C.char
-	var inPtr, outPtr *C.pm_iree_tensor
-	if len(in) > 0 {
-		inPtr = &cin[0]
-	}
-	if nOut > 0 {
-		outPtr = &outs[0]
-	}
-	if rc := C.pm_iree_module_call(m.c, cfn, inPtr, C.int(len(in)), outPtr, C.int(nOut), &buf[0], errCap); rc != 0 {
+	var got C.int
+	if rc := C.pm_iree_module_call(m.c, cfn, &cin[0], C.int(len(in)), &got, &buf[0], errCap); rc != 0 {
 		return nil, fmt.Errorf("iree: call %s: %s", fn, cerr(buf[:]))
+	}
+	if int(got) < nOut {
+		return nil, fmt.Errorf("iree: call %s: %d results, want %d", fn, got, nOut)
 	}
 	res := make([]Tensor, nOut)
 	for i := range res {
-		o := &outs[i]
-		dims := make([]int64, int(o.rank))
-		for d := range dims {
-			dims[d] = int64(o.dims[d])
+		var rank C.int
+		var dims [C.PM_IREE_MAX_RANK]C.int64_t
+		var count C.size_t
+		if rc := C.pm_iree_module_result_shape(m.c, C.int(i), &rank, &dims[0], &count, &buf[0], errCap); rc != 0 {
+			return nil, fmt.Errorf("iree: call %s: %s", fn, cerr(buf[:]))
 		}
-		data := make([]float32, int(o.count))
-		copy(data, unsafe.Slice((*float32)(unsafe.Pointer(o.data)), int(o.count)))
-		res[i] = Tensor{Dims: dims, Data: data}
+		t := Tensor{Dims: make([]int64, int(rank)), Data: make([]float32, int(count))}
+		for d := range t.Dims {
+			t.Dims[d] = int64(dims[d])
+		}
+		var dst *C.float
+		if count > 0 {
+			dst = (*C.float)(unsafe.Pointer(&t.Data[0]))
+		}
+		if rc := C.pm_iree_module_result_read(m.c, C.int(i), dst, count, &buf[0], errCap); rc != 0 {
+			return nil, fmt.Errorf("iree: call %s: %s", fn, cerr(buf[:]))
+		}
+		res[i] = t
 	}
 	return res, nil
 }

@@ -25,7 +25,7 @@ func envOr(key, def string) string {
 
 // needRuntime returns the runtime library and compiler paths, skipping
 // when scripts/iree.sh has not been run (PICOMETER_LIVE=1 makes it fail).
-func needRuntime(t *testing.T) (lib, compiler string) {
+func needRuntime(t testing.TB) (lib, compiler string) {
 	t.Helper()
 	lib = envOr("PICOMETER_IREE_LIB", defaultLib)
 	compiler = envOr("PICOMETER_IREE_COMPILE", defaultCompile)
@@ -47,7 +47,7 @@ func compile(t *testing.T, compiler, name string, extra ...string) []byte {
 }
 
 // compileFile compiles the MLIR file src for llvm-cpu with iree-compile.
-func compileFile(t *testing.T, compiler, src string, extra ...string) []byte {
+func compileFile(t testing.TB, compiler, src string, extra ...string) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(src)+".vmfb")
 	args := append([]string{
