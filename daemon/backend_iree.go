@@ -12,10 +12,11 @@ import (
 const ireeBuilt = true
 
 // openIREE loads IREE's runtime library, which proves the C API picometer
-// calls is there, and then refuses: the decode step that would run the
-// model on it (a program compiled by iree-compile, batched slots sharing a
-// KV cache) is not written yet (issue 33, docs/IREE.md). The error says
-// which of the two is missing.
+// calls is there, and then refuses: native/iree's decode step runs one
+// sequence reference-exact in its tests, but the engine that would serve
+// with it (batched slots sharing a KV cache held on the device, the
+// engine's metrics) is not written yet (issue 33, docs/IREE.md). The error
+// says which of the two is missing.
 func openIREE(cfg Config) (ownedEngine, error) {
 	rt, err := iree.Load(cfg.Engine.IREERuntime)
 	if err != nil {
@@ -23,5 +24,5 @@ func openIREE(cfg Config) (ownedEngine, error) {
 	}
 	rt.Close()
 	return nil, fmt.Errorf("engine.backend %q: the IREE runtime %s loads and exports every function picometer calls, "+
-		"but picometer has no IREE decode step yet (issue 33; docs/IREE.md)", BackendIREE, cfg.Engine.IREERuntime)
+		"but picometer has no IREE engine yet: its decode step runs only in native/iree's tests (issue 33; docs/IREE.md)", BackendIREE, cfg.Engine.IREERuntime)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // With -tags iree the iree backend validates, and opening it names what is
-// missing: the runtime library when it is absent, the decode step when the
+// missing: the runtime library when it is absent, the engine when the
 // library loads (build/iree from make iree; skipped without it).
 func TestBackendIREE(t *testing.T) {
 	c := DefaultConfig()
@@ -34,7 +34,7 @@ func TestBackendIREE(t *testing.T) {
 	}
 	c.Engine.IREERuntime = lib
 	eng, err := openEngine(c)
-	if eng != nil || err == nil || !strings.Contains(err.Error(), "no IREE decode step yet (issue 33") {
-		t.Fatalf("openEngine with the runtime: %v, %v; want the missing decode step named", eng, err)
+	if eng != nil || err == nil || !strings.Contains(err.Error(), "no IREE engine yet") {
+		t.Fatalf("openEngine with the runtime: %v, %v; want the missing engine named", eng, err)
 	}
 }
