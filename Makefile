@@ -15,7 +15,7 @@ BS_BIN  := $(BIN)/benchstat
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build image run run-stack test test-fast test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps build image run run-stack test test-fast test-go test-deploy test-nocgo test-c iree test-iree fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
@@ -73,6 +73,13 @@ test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/
 
 test-c: ## C engine and loader tests under AddressSanitizer + UBSan
 	native/ctest/run.sh
+
+iree: ## opt-in, ~100 MB: IREE's runtime library and compiler for -tags iree, from pinned PyPI wheels under build/iree (scripts/iree.sh; docs/IREE.md)
+	scripts/iree.sh
+
+test-iree: iree ## the IREE binding (native/iree) and the daemon built with -tags iree, run against build/iree
+	$(GO) vet -tags iree ./native/iree ./daemon/...
+	$(GO) test -tags iree -count=1 ./native/iree
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}

@@ -100,6 +100,14 @@ type EngineConfig struct {
 	// the KV cache is sized by it. 0 means the model's context_length, at
 	// most 4096 (native.DefaultContext); at most the model's. Default 0.
 	Context int `toml:"context"`
+	// Backend is the engine that runs the model: "native" (picometer's C
+	// engine) or "iree" (IREE's runtime, only in a picometerd built with
+	// -tags iree; docs/IREE.md). Default "native".
+	Backend string `toml:"backend"`
+	// IREERuntime is the IREE runtime library the iree backend loads
+	// (scripts/iree.sh puts shortfin's there); read only when Backend is
+	// "iree". Default "build/iree/lib/libshortfin.so".
+	IREERuntime string `toml:"iree_runtime"`
 }
 
 // MetricsConfig is the [metrics] table: the NDJSON event emitter.
@@ -152,6 +160,7 @@ func DefaultConfig() Config {
 		Engine: EngineConfig{
 			BMax: nc.BMax, SpecK: nc.SpecK, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
 			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,
+			Backend: BackendNative, IREERuntime: DefaultIREERuntime,
 		},
 		Metrics: MetricsConfig{
 			Socket:           schema.DefaultSocketPath(os.Getenv, os.Geteuid()),
@@ -243,7 +252,7 @@ func (c *Config) Validate() error {
 	if err := nc.Validate(); err != nil {
 		return fmt.Errorf("engine.%w", err)
 	}
-	return nil
+	return c.Engine.validateBackend()
 }
 
 // Describe returns the effective configuration as a TOML document that

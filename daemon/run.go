@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-
-	"github.com/picometer/picometer/native"
 )
 
 // This file: e2e_binary_test.go covers it (the built binary: --check-config,
@@ -34,7 +32,7 @@ func CheckConfig(cfg Config) error {
 // It logs the URL it serves ("serving" url=…, useful with port 0).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	deps = deps.withDefaults()
-	eng, err := native.Open(cfg.Model, cfg.NativeConfig())
+	eng, err := openEngine(cfg)
 	if err != nil {
 		return fmt.Errorf("open model %s: %w", cfg.Model, err)
 	}

@@ -5,6 +5,7 @@
 //
 //	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
 //	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--context N]
+//	           [--backend native|iree]
 //
 // Flags override the configuration file; the defaults they show are the
 // built-in ones.
@@ -34,6 +35,7 @@ func main() {
 		bMax       = flag.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
 		specK      = flag.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
 		chatTmpl   = flag.String("chat-template", def.ChatTemplate, "Jinja chat template `file` replacing the model file's tokenizer.chat_template; overrides chat_template")
+		backend    = flag.String("backend", def.Engine.Backend, "engine `name`: native (the C engine) or iree (only in a binary built with -tags iree; docs/IREE.md); overrides engine.backend")
 		ctxLen     = flag.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
 	)
 	flag.Usage = func() {
@@ -65,6 +67,7 @@ func main() {
 		"spec-k":        func() { cfg.Engine.SpecK = *specK },
 		"context":       func() { cfg.Engine.Context = *ctxLen },
 		"chat-template": func() { cfg.ChatTemplate = *chatTmpl },
+		"backend":       func() { cfg.Engine.Backend = *backend },
 	})
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
