@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native"
-	"github.com/picometer/picometer/native/gguf/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
 )
 
