@@ -44,12 +44,12 @@ models: ## generate the tiny and default GGUF models under build/models (determi
 	$(GO) run ./native/cmd/mkmodel -preset tiny -o $(TINY)
 	$(GO) run ./native/cmd/mkmodel -preset default -o $(DEFAULT)
 
-run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n
-	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh
+run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n, THREADS=n
+	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) $(if $(THREADS),PICOMETER_THREADS=$(THREADS)) scripts/run.sh
 
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
 	@scripts/deps.sh prometheus
-	@PICOMETER_STACK=1 $(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh
+	@PICOMETER_STACK=1 $(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) $(if $(THREADS),PICOMETER_THREADS=$(THREADS)) scripts/run.sh
 
 test: deps lint models build image test-go test-deploy test-nocgo test-c ## every test; installs what it needs first (make deps)
 

@@ -3,12 +3,15 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
+	"github.com/picometer/picometer/internal/cgroup"
 	"github.com/picometer/picometer/internal/config"
 	"github.com/picometer/picometer/internal/logging"
 	"github.com/picometer/picometer/native"
@@ -85,8 +88,10 @@ type EngineConfig struct {
 	// MaxWaiting bounds the engine's waiting queue; a request beyond it is a
 	// 429 (code queue_full). Default 256.
 	MaxWaiting int `toml:"max_waiting"`
-	// Threads is the number of compute threads. Default: the online CPUs
-	// (at most 64).
+	// Threads is the number of compute threads. Default: the CPUs this
+	// process may run on, fewer when a cgroup CPU quota (v1 or v2) allows
+	// fewer (ceil(quota/period), at least 1), at most 64; --check-config
+	// prints the value in force (DefaultThreads).
 	Threads int `toml:"threads"`
 	// Kernel is "auto", "avx2" or "portable". Default "auto".
 	Kernel string `toml:"kernel"`
@@ -129,9 +134,30 @@ type MetricsConfig struct {
 // DefaultModelPath is where `make models` writes the default model.
 const DefaultModelPath = "build/models/default.gguf"
 
-// DefaultConfig returns the documented defaults.
+// DefaultConfig returns the documented defaults on this machine: those of
+// DefaultConfigOn(os.DirFS("/")).
 func DefaultConfig() Config {
+	return DefaultConfigOn(os.DirFS("/"))
+}
+
+// DefaultThreads is engine.threads' default, read through root (a file
+// system rooted at "/"): the CPUs this process may run on
+// (runtime.NumCPU, its affinity mask), fewer when a cgroup CPU quota
+// allows fewer (cgroup.CPUs: ceil(quota/period), at least 1), at most 64.
+// A quota file that does not parse is ignored (the CPU count stands).
+func DefaultThreads(root fs.FS) int {
+	n := runtime.NumCPU()
+	if l, ok, _ := cgroup.CPUs(root); ok {
+		n = min(n, l.CPUs())
+	}
+	return max(1, min(n, 64))
+}
+
+// DefaultConfigOn returns the documented defaults, the thread count read
+// through root (DefaultThreads).
+func DefaultConfigOn(root fs.FS) Config {
 	nc := native.DefaultConfig()
+	nc.Threads = DefaultThreads(root)
 	return Config{
 		Listen:             "127.0.0.1:8000",
 		Model:              DefaultModelPath,
