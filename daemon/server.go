@@ -222,6 +222,7 @@ const (
 	pathDetokenize  = "/detokenize"
 	pathModels      = "/v1/models"
 	pathHealth      = "/health"
+	pathReady       = "/ready"
 	pathDebug       = "/debug/engine_metrics"
 )
 
@@ -252,6 +253,10 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 	case pathHealth:
 		if d.get(ctx) {
 			d.health(ctx)
+		}
+	case pathReady:
+		if d.get(ctx) {
+			d.ready(ctx)
 		}
 	case pathDebug:
 		if d.get(ctx) {
