@@ -62,7 +62,7 @@ type loop struct {
 	snap         native.Snapshot // scratch for the engine's snapshots
 	stopping     bool            // ctlStop arrived: exit even after a panic
 
-	failedFlag atomic.Bool // the engine failed (for /health)
+	failedFlag atomic.Bool  // the engine failed (for /health)
 	beat       atomic.Int64 // l.clock() at the end of the last iteration (for /ready)
 	gauges     routingGauges
 }
