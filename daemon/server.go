@@ -231,9 +231,13 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		if r := recover(); r != nil {
 			d.bug(ctx, r)
 		}
+		d.corsHeaders(ctx)
 		d.armWrite(ctx.Conn())
 	}()
 	d.chunked.take(&ctx.Request.Header)
+	if d.preflight(ctx) {
+		return
+	}
 	path := ctx.Path()
 	switch string(path) {
 	case pathCompletions:
