@@ -36,6 +36,13 @@ type Config struct {
 	// (Authorization: Bearer KEY; a missing or wrong key is a 401).
 	// Default none: no authentication.
 	APIKeys []string `toml:"api_keys"`
+	// CORSOrigins, when not empty, are the browser origins
+	// ("https://app.example.com", "http://localhost:5173", or "*" for any)
+	// whose pages may call the API: their preflights (OPTIONS) are answered
+	// and their responses carry Access-Control-Allow-Origin; a preflight
+	// from another origin is a 403 (cors.go). Default none: no CORS, and
+	// OPTIONS is a 405.
+	CORSOrigins []string `toml:"cors_origins"`
 	// MaxBodyBytes is the largest request body; a larger one is a 413.
 	// Default 1048576 (1 MiB).
 	MaxBodyBytes int `toml:"max_body_bytes"`
@@ -49,6 +56,12 @@ type Config struct {
 	// stream that is being read, however long, nor one whose engine is
 	// silent for a while. Default "60s".
 	StreamStallTimeout time.Duration `toml:"stream_stall_timeout"`
+	// StreamKeepAlive is how long a stream (stream=true) may stay silent
+	// before it gets an SSE comment line (": keep-alive"), which clients
+	// skip and which keeps proxies with idle timeouts from cutting a
+	// request that waits in the queue or prefills; "0s" sends none.
+	// Default "10s".
+	StreamKeepAlive time.Duration `toml:"stream_keepalive"`
 	// ReadTimeout bounds reading a request's header and body. Default "30s".
 	ReadTimeout time.Duration `toml:"read_timeout"`
 	// IdleTimeout closes keep-alive connections idle this long. Default "120s".
@@ -164,6 +177,7 @@ func DefaultConfigOn(root fs.FS) Config {
 		MaxBodyBytes:       1 << 20,
 		RequestTimeout:     300 * time.Second,
 		StreamStallTimeout: 60 * time.Second,
+		StreamKeepAlive:    10 * time.Second,
 		ReadTimeout:        30 * time.Second,
 		IdleTimeout:        120 * time.Second,
 		ShutdownGrace:      10 * time.Second,
@@ -214,6 +228,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("api_keys[%d]: empty or contains whitespace", i)
 		}
 	}
+	if err := checkCORSOrigins(c.CORSOrigins); err != nil {
+		return err
+	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -233,6 +250,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s: %s must be > 0", d.key, d.v)
 		}
+	}
+	if c.StreamKeepAlive < 0 {
+		return fmt.Errorf("stream_keepalive: %s must be >= 0 (0 sends none)", c.StreamKeepAlive)
 	}
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("shutdown_grace: %s must be >= 0", c.ShutdownGrace)
