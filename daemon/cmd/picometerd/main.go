@@ -47,7 +47,8 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 		bMax       = fl.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
 		specK      = fl.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
 		ctxLen     = fl.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
-		threads    = fl.Int("threads", def.Engine.Threads, "`n` compute threads; the default is the CPUs this process may use, or its cgroup CPU quota when lower; overrides engine.threads")
+		// Its default is not shown: it depends on the machine (--check-config prints it).
+		threads = fl.Int("threads", 0, "`n` compute threads (default: the CPUs this process may use, or its cgroup CPU quota when lower, at most 64; --check-config shows it); overrides engine.threads")
 	)
 	fl.Usage = func() {
 		fmt.Fprintf(fl.Output(), "Usage: picometerd [flags]\n\n"+
