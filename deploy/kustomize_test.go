@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -135,6 +136,15 @@ func TestBase(t *testing.T) {
 		t.Fatalf("objects:\n%s\nwant:\n%s", got, want)
 	}
 	checkPod(t, objs, "ghcr.io/picometer/picometer:0.1.0")
+	// `make image` names the archive's image as the base's Deployment does,
+	// so a loaded image is the one the manifests run.
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^IMAGE\s*\?=\s*(\S+)$`).FindSubmatch(mk); m == nil || string(m[1]) != "ghcr.io/picometer/picometer:0.1.0" {
+		t.Errorf("Makefile IMAGE default %q, want the base's image ghcr.io/picometer/picometer:0.1.0", m)
+	}
 
 	cm := find[corev1.ConfigMap](t, objs, "picometer-dashboards")
 	if cm.Labels[GrafanaDashboardLabel] != "1" {
