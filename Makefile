@@ -7,7 +7,7 @@ MODELS  := build/models
 TINY    := $(MODELS)/tiny.gguf
 DEFAULT := $(MODELS)/default.gguf
 VM_BIN  := $(BIN)/victoria-metrics
-IMAGE   ?= picometer:0.1.0
+IMAGE   ?= ghcr.io/picometer/picometer:0.1.0
 IMAGE_AR := build/picometer.oci.tar
 SE_BIN  := $(BIN)/statsd_exporter
 BS_BIN  := $(BIN)/benchstat
@@ -39,17 +39,24 @@ image: models ## the OCI image archive build/picometer.oci.tar (IMAGE=name:tag):
 	cd deploy && $(GO) run ./cmd/mkimage -picometerd ../build/image/picometerd -sidecar ../build/image/picometer-sidecar \
 		-model ../$(DEFAULT) -ref $(IMAGE) -o ../$(IMAGE_AR)
 
-models: ## generate the tiny and default GGUF models under build/models (deterministic; not committed)
-	@mkdir -p $(MODELS)
-	$(GO) run ./modelgen/cmd/mkmodel -preset tiny -o $(TINY)
-	$(GO) run ./modelgen/cmd/mkmodel -preset default -o $(DEFAULT)
+models: $(TINY) $(DEFAULT) ## generate the tiny and default GGUF models under build/models (deterministic; not committed), again only when their generator changed
 
-run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n
-	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh
+# The models are files made from the generator's sources: `make image` and
+# `make test` reuse them (the default model took minutes to rewrite each time).
+MODELGEN_SRC := $(wildcard gguf/*.go modelgen/*.go modelgen/cmd/mkmodel/*.go)
+$(TINY): $(MODELGEN_SRC)
+	@mkdir -p $(MODELS)
+	$(GO) run ./modelgen/cmd/mkmodel -preset tiny -o $@
+$(DEFAULT): $(MODELGEN_SRC)
+	@mkdir -p $(MODELS)
+	$(GO) run ./modelgen/cmd/mkmodel -preset default -o $@
+
+run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n, THREADS=n
+	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) $(if $(THREADS),PICOMETER_THREADS=$(THREADS)) scripts/run.sh
 
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
 	@scripts/deps.sh prometheus
-	@PICOMETER_STACK=1 $(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh
+	@PICOMETER_STACK=1 $(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) $(if $(THREADS),PICOMETER_THREADS=$(THREADS)) scripts/run.sh
 
 test: deps lint models build image test-go test-deploy test-nocgo test-c ## every test; installs what it needs first (make deps)
 

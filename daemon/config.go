@@ -3,12 +3,15 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
+	"github.com/picometer/picometer/internal/cgroup"
 	"github.com/picometer/picometer/internal/config"
 	"github.com/picometer/picometer/internal/logging"
 	"github.com/picometer/picometer/native"
@@ -39,6 +42,13 @@ type Config struct {
 	// (Authorization: Bearer KEY; a missing or wrong key is a 401).
 	// Default none: no authentication.
 	APIKeys []string `toml:"api_keys"`
+	// CORSOrigins, when not empty, are the browser origins
+	// ("https://app.example.com", "http://localhost:5173", or "*" for any)
+	// whose pages may call the API: their preflights (OPTIONS) are answered
+	// and their responses carry Access-Control-Allow-Origin; a preflight
+	// from another origin is a 403 (cors.go). Default none: no CORS, and
+	// OPTIONS is a 405.
+	CORSOrigins []string `toml:"cors_origins"`
 	// MaxBodyBytes is the largest request body; a larger one is a 413.
 	// Default 1048576 (1 MiB).
 	MaxBodyBytes int `toml:"max_body_bytes"`
@@ -52,6 +62,12 @@ type Config struct {
 	// stream that is being read, however long, nor one whose engine is
 	// silent for a while. Default "60s".
 	StreamStallTimeout time.Duration `toml:"stream_stall_timeout"`
+	// StreamKeepAlive is how long a stream (stream=true) may stay silent
+	// before it gets an SSE comment line (": keep-alive"), which clients
+	// skip and which keeps proxies with idle timeouts from cutting a
+	// request that waits in the queue or prefills; "0s" sends none.
+	// Default "10s".
+	StreamKeepAlive time.Duration `toml:"stream_keepalive"`
 	// ReadTimeout bounds reading a request's header and body. Default "30s".
 	ReadTimeout time.Duration `toml:"read_timeout"`
 	// IdleTimeout closes keep-alive connections idle this long. Default "120s".
@@ -91,8 +107,10 @@ type EngineConfig struct {
 	// MaxWaiting bounds the engine's waiting queue; a request beyond it is a
 	// 429 (code queue_full). Default 256.
 	MaxWaiting int `toml:"max_waiting"`
-	// Threads is the number of compute threads. Default: the online CPUs
-	// (at most 64).
+	// Threads is the number of compute threads. Default: the CPUs this
+	// process may run on, fewer when a cgroup CPU quota (v1 or v2) allows
+	// fewer (ceil(quota/period), at least 1), at most 64; --check-config
+	// prints the value in force (DefaultThreads).
 	Threads int `toml:"threads"`
 	// Kernel is "auto", "avx2" or "portable". Default "auto".
 	Kernel string `toml:"kernel"`
@@ -143,15 +161,37 @@ type MetricsConfig struct {
 // DefaultModelPath is where `make models` writes the default model.
 const DefaultModelPath = "build/models/default.gguf"
 
-// DefaultConfig returns the documented defaults.
+// DefaultConfig returns the documented defaults on this machine: those of
+// DefaultConfigOn(os.DirFS("/")).
 func DefaultConfig() Config {
+	return DefaultConfigOn(os.DirFS("/"))
+}
+
+// DefaultThreads is engine.threads' default, read through root (a file
+// system rooted at "/"): the CPUs this process may run on
+// (runtime.NumCPU, its affinity mask), fewer when a cgroup CPU quota
+// allows fewer (cgroup.CPUs: ceil(quota/period), at least 1), at most 64.
+// A quota file that does not parse is ignored (the CPU count stands).
+func DefaultThreads(root fs.FS) int {
+	n := runtime.NumCPU()
+	if l, ok, _ := cgroup.CPUs(root); ok {
+		n = min(n, l.CPUs())
+	}
+	return max(1, min(n, 64))
+}
+
+// DefaultConfigOn returns the documented defaults, the thread count read
+// through root (DefaultThreads).
+func DefaultConfigOn(root fs.FS) Config {
 	nc := native.DefaultConfig()
+	nc.Threads = DefaultThreads(root)
 	return Config{
 		Listen:             "127.0.0.1:8000",
 		Model:              DefaultModelPath,
 		MaxBodyBytes:       1 << 20,
 		RequestTimeout:     300 * time.Second,
 		StreamStallTimeout: 60 * time.Second,
+		StreamKeepAlive:    10 * time.Second,
 		ReadTimeout:        30 * time.Second,
 		IdleTimeout:        120 * time.Second,
 		ShutdownGrace:      10 * time.Second,
@@ -203,6 +243,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("api_keys[%d]: empty or contains whitespace", i)
 		}
 	}
+	if err := checkCORSOrigins(c.CORSOrigins); err != nil {
+		return err
+	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -222,6 +265,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s: %s must be > 0", d.key, d.v)
 		}
+	}
+	if c.StreamKeepAlive < 0 {
+		return fmt.Errorf("stream_keepalive: %s must be >= 0 (0 sends none)", c.StreamKeepAlive)
 	}
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("shutdown_grace: %s must be >= 0", c.ShutdownGrace)

@@ -35,6 +35,7 @@ func TestConfigFiles(t *testing.T) {
 	full.RequestTimeout, full.StreamStallTimeout, full.ReadTimeout = 2*time.Minute, 30*time.Second, 10*time.Second
 	full.IdleTimeout, full.ShutdownGrace, full.LogLevel = time.Minute, 5*time.Second, "debug"
 	full.Compat = false
+	full.StreamKeepAlive, full.CORSOrigins = 5*time.Second, []string{"http://localhost:5173", "*"}
 	full.Engine = EngineConfig{BMax: 4, SpecK: 0, PrefillChunk: 32, BlockSize: 32, KVBlocks: 64, MaxWaiting: 16, Threads: 2, Kernel: "portable", Context: 2048,
 		Backend: "native", IREERuntime: "/opt/iree/libshortfin.so"}
 	full.Metrics = MetricsConfig{Socket: "/run/picometer/events.sock", Queue: 1024, SnapshotInterval: 500 * time.Millisecond,

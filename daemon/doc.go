@@ -17,7 +17,11 @@
 //	POST /tokenize             vLLM's: a prompt or messages to the model's token ids (count,
 //	                           max_model_len, tokens, token_strs when return_token_strs)
 //	POST /detokenize           vLLM's: token ids to text (tokenize_endpoints.go)
-//	GET  /health               {"status":"ok"}; 503 when shutting down or after an engine failure
+//	GET  /health               liveness: {"status":"ok"}; 503 when shutting down or after an engine failure
+//	GET  /ready                readiness: {"status":"ready","model":…} once the model is loaded and
+//	                           while the engine loop steps; 503 shutting_down, engine_failed, or
+//	                           engine_stalled when no loop iteration ended for max(5 s, 5 × the
+//	                           snapshot interval) (endpoints.go)
 //	GET  /debug/engine_metrics a fresh engine snapshot in MLC-LLM's EngineMetrics shape
 //	                           (schema.EngineBody), with the emitter's events_dropped
 //

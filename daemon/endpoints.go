@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
 
 // This file holds the small endpoints: /v1/models, /v1/models/{id},
-// /health and /debug/engine_metrics. server_test.go covers them.
+// /health, /ready and /debug/engine_metrics. server_test.go covers them.
 
 func (d *Daemon) models(ctx *fasthttp.RequestCtx) {
 	b := []byte(`{"object":"list","data":[`)
@@ -49,6 +50,43 @@ func (d *Daemon) health(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"status":"engine_failed"}`)
 	default:
 		ctx.SetBodyString(`{"status":"ok"}`)
+	}
+}
+
+// readyStall is how long the engine loop may go without finishing an
+// iteration before /ready turns 503: idle, it wakes every snapshot
+// interval; busy, after every step.
+func (d *Daemon) readyStall() time.Duration {
+	return max(5*time.Second, 5*d.cfg.Metrics.SnapshotInterval)
+}
+
+// ready is the readiness probe: 200 once the model is loaded (the daemon
+// listens only after) and while the engine loop is stepping, so a router
+// sends requests only to a replica that will start them; 503 while
+// shutting down, after an engine failure, or when the loop has not
+// finished an iteration for readyStall (a step that hangs). /health is
+// the liveness probe: it stays 200 through a slow step, so a busy replica
+// is taken out of rotation, not restarted.
+func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	age := time.Duration(d.clock() - d.loop.beat.Load())
+	switch {
+	case d.draining.Load():
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"shutting_down"}`)
+	case d.loop.failedFlag.Load():
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"engine_failed"}`)
+	case d.loop.beat.Load() == 0:
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"starting"}`)
+	case age > d.readyStall():
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString(`{"status":"engine_stalled","since_last_step_seconds":` +
+			strconv.FormatFloat(age.Seconds(), 'f', 3, 64) + `}`)
+	default:
+		b := append([]byte(`{"status":"ready","model":`), appendJSONString(nil, d.model)...)
+		ctx.SetBody(append(b, '}'))
 	}
 }
 

@@ -28,6 +28,7 @@ type fakeEngine struct {
 	failAt    int                          // the Step call that fails (0: never)
 	panicAt   int                          // the Step call that panics (0: never)
 	panicSub  bool                         // Submit panics
+	hold      chan struct{}                // when set, a Step with work waits until it is closed
 	gen       func(prompt []int32) []int32 // scripted output; then 'z' forever. Default: echo the prompt's bytes, then EOS (or <|end|> for chat)
 
 	next    native.ID
@@ -157,8 +158,11 @@ func (f *fakeEngine) Step() ([]native.Output, error) {
 		f.mu.Unlock()
 		return nil, nil
 	}
-	delay := f.stepDelay
+	delay, hold := f.stepDelay, f.hold
 	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	start := native.Now()
 	if delay > 0 {
 		time.Sleep(delay)

@@ -62,7 +62,8 @@ type loop struct {
 	snap         native.Snapshot // scratch for the engine's snapshots
 	stopping     bool            // ctlStop arrived: exit even after a panic
 
-	failedFlag atomic.Bool // the engine failed (for /health)
+	failedFlag atomic.Bool  // the engine failed (for /health)
+	beat       atomic.Int64 // l.clock() at the end of the last iteration (for /ready)
 	gauges     routingGauges
 }
 
@@ -179,6 +180,7 @@ func (l *loop) run() {
 	ticker := time.NewTicker(l.interval)
 	defer ticker.Stop()
 	l.gauges.publish(l.eng)
+	l.beat.Store(l.clock())
 	for !l.iterate(ticker) {
 	}
 }
@@ -221,6 +223,7 @@ func (l *loop) iterate(ticker *time.Ticker) (exit bool) {
 		l.step()
 	}
 	l.gauges.publish(l.eng)
+	l.beat.Store(l.clock())
 	return false
 }
 

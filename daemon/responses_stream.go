@@ -88,7 +88,7 @@ func (d *Daemon) streamResponse(w *bufio.Writer, conn net.Conn, s *seq, m *respM
 	}
 	var out outBuf
 	var all []byte
-	wt := waiter{d: d, s: s, conn: conn}
+	wt := waiter{d: d, s: s, conn: conn, keepAlive: d.keepAliveFunc(w, conn, flush), every: d.cfg.StreamKeepAlive}
 	defer wt.stop()
 	for {
 		wt.wait()

@@ -222,6 +222,7 @@ const (
 	pathDetokenize  = "/detokenize"
 	pathModels      = "/v1/models"
 	pathHealth      = "/health"
+	pathReady       = "/ready"
 	pathDebug       = "/debug/engine_metrics"
 )
 
@@ -230,9 +231,13 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		if r := recover(); r != nil {
 			d.bug(ctx, r)
 		}
+		d.corsHeaders(ctx)
 		d.armWrite(ctx.Conn())
 	}()
 	d.chunked.take(&ctx.Request.Header)
+	if d.preflight(ctx) {
+		return
+	}
 	path := ctx.Path()
 	switch string(path) {
 	case pathCompletions:
@@ -252,6 +257,10 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 	case pathHealth:
 		if d.get(ctx) {
 			d.health(ctx)
+		}
+	case pathReady:
+		if d.get(ctx) {
+			d.ready(ctx)
 		}
 	case pathDebug:
 		if d.get(ctx) {

@@ -22,6 +22,19 @@ func (d *Daemon) recoverStream(s *seq) {
 	}
 }
 
+// sseKeepAlive is the comment a silent stream sends every
+// stream_keepalive: SSE parsers skip lines starting with ':'.
+const sseKeepAlive = ": keep-alive\n\n"
+
+// keepAliveFunc returns a stream's keep-alive writer for its waiter.
+func (d *Daemon) keepAliveFunc(w *bufio.Writer, conn net.Conn, flush func() bool) func() bool {
+	return func() bool {
+		d.armWrite(conn)
+		w.WriteString(sseKeepAlive)
+		return flush()
+	}
+}
+
 // flushOrCancel returns a stream writer's flush: the first failed Flush
 // means the client left, and the request is cancelled in the engine.
 func (d *Daemon) flushOrCancel(w *bufio.Writer, s *seq) func() bool {
@@ -40,7 +53,8 @@ func (d *Daemon) flushOrCancel(w *bufio.Writer, s *seq) func() bool {
 // and data: [DONE]. An error after the header went out is an error event.
 // The first failed Flush means the client left: the request is cancelled
 // in the engine (finish reason abort, error type cancelled); so does a
-// client that leaves while its stream is silent (see [waiter]).
+// client that leaves while its stream is silent (see [waiter]). A stream
+// silent for stream_keepalive gets a keep-alive comment (sseKeepAlive).
 func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	defer d.recoverStream(s)
 	flush := d.flushOrCancel(w, s)
@@ -55,7 +69,7 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 	}
 	var out outBuf
 	completion := 0
-	wt := waiter{d: d, s: s, conn: conn}
+	wt := waiter{d: d, s: s, conn: conn, keepAlive: d.keepAliveFunc(w, conn, flush), every: d.cfg.StreamKeepAlive}
 	defer wt.stop()
 	for {
 		wt.wait()

@@ -41,7 +41,8 @@ type ImageSpec struct {
 	// model in the image. Empty: none (mount one there).
 	Model string
 	// Ref is the image reference recorded in the archive
-	// (org.opencontainers.image.ref.name), e.g. "picometer:0.1.0".
+	// (org.opencontainers.image.ref.name), e.g. "ghcr.io/picometer/picometer:0.1.0",
+	// the base Deployment's image and `make image`'s default.
 	Ref string
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -135,6 +136,15 @@ func TestBase(t *testing.T) {
 		t.Fatalf("objects:\n%s\nwant:\n%s", got, want)
 	}
 	checkPod(t, objs, "ghcr.io/picometer/picometer:0.1.0")
+	// `make image` names the archive's image as the base's Deployment does,
+	// so a loaded image is the one the manifests run.
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^IMAGE\s*\?=\s*(\S+)$`).FindSubmatch(mk); m == nil || string(m[1]) != "ghcr.io/picometer/picometer:0.1.0" {
+		t.Errorf("Makefile IMAGE default %q, want the base's image ghcr.io/picometer/picometer:0.1.0", m)
+	}
 
 	cm := find[corev1.ConfigMap](t, objs, "picometer-dashboards")
 	if cm.Labels[GrafanaDashboardLabel] != "1" {
@@ -262,7 +272,7 @@ func containerPort(t *testing.T, d *appsv1.Deployment, c, port string) int32 {
 }
 
 // checkPod checks the pod the issue asks for: both binaries from image,
-// the socket directory shared through an emptyDir, /health probes, requests
+// the socket directory shared through an emptyDir, /ready and /health probes, requests
 // and limits, non-root with a read-only root filesystem and no privilege
 // escalation; and that the Service and PodMonitor select it.
 func checkPod(t *testing.T, objs []object, image string) *appsv1.Deployment {
@@ -292,9 +302,16 @@ func checkPod(t *testing.T, objs []object, image string) *appsv1.Deployment {
 		if c.Image != image {
 			t.Errorf("%s: image %q, want %q", name, c.Image, image)
 		}
-		for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
-			if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
-				t.Errorf("%s: probe %+v, want an HTTP GET of /health", name, p)
+		// picometerd's readiness is /ready (model loaded, engine stepping),
+		// its liveness /health; the sidecar has /health for both.
+		ready := map[string]string{"picometerd": "/ready", "sidecar": "/health"}[name]
+		for _, p := range []struct {
+			kind string
+			p    *corev1.Probe
+			want string
+		}{{"readiness", c.ReadinessProbe, ready}, {"liveness", c.LivenessProbe, "/health"}} {
+			if p.p == nil || p.p.HTTPGet == nil || p.p.HTTPGet.Path != p.want {
+				t.Errorf("%s: %s probe %+v, want an HTTP GET of %s", name, p.kind, p.p, p.want)
 			}
 		}
 		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {

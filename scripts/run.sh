@@ -8,7 +8,9 @@
 # (e.g. one mkmodel wrote with -type q4_k_m), or the name of an mkmodel
 # preset (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, ...), generated into
 # build/models/<name>.gguf on first use. PICOMETER_CONTEXT (make run
-# CONTEXT=...) sets the engine's context. The engine uses every online CPU.
+# CONTEXT=...) sets the engine's context, PICOMETER_THREADS (make run
+# THREADS=...) its compute threads (default: the CPUs, or the cgroup CPU
+# quota when lower).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +52,9 @@ fi
 context_flag=()
 if [[ -n ${PICOMETER_CONTEXT:-} ]]; then
 	context_flag=(--context "$PICOMETER_CONTEXT")
+fi
+if [[ -n ${PICOMETER_THREADS:-} ]]; then
+	context_flag+=(--threads "$PICOMETER_THREADS")
 fi
 
 # Ctrl-C reaches the whole foreground process group. The daemon must stop

@@ -271,6 +271,13 @@ func (c *Conn) hello(ev *schema.Event) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if b == nil {
+		// A new boot: first fold the dead ones past 2 × MaxDeadBoots down
+		// to MaxDeadBoots, so a flood of boot ids (a crash-looping daemon,
+		// or any allowed peer) holds a bounded number of boots and each
+		// hello folds MaxDeadBoots of them at most, amortized.
+		if len(t.order)-t.connected > 2*MaxDeadBoots {
+			t.foldDeadBoots(MaxDeadBoots)
+		}
 		b = &boot{id: strings.Clone(ev.Boot), t: t}
 		t.boots[b.id] = b
 		t.order = append(t.order, b)

@@ -6,6 +6,7 @@
 //	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
 //	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--context N]
 //	           [--backend native|iree]
+//	           [--threads N]
 //
 // Flags override the configuration file; the defaults they show are the
 // built-in ones.
@@ -13,8 +14,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -25,36 +29,55 @@ import (
 )
 
 func main() {
-	def := daemon.DefaultConfig()
+	os.Exit(run(os.Args[1:], os.DirFS("/"), os.Stdout, os.Stderr))
+}
+
+// run is picometerd with its arguments, the file system its defaults are
+// read from (the cgroup CPU quota; "/" in main) and its output; it returns
+// the exit status.
+func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
+	def := daemon.DefaultConfigOn(root)
+	fl := flag.NewFlagSet("picometerd", flag.ContinueOnError)
+	fl.SetOutput(stderr)
 	var (
-		configPath = flag.String("config", "", "TOML configuration `file` (default: none; built-in defaults)")
-		check      = flag.Bool("check-config", false, "validate the configuration and that the model file is readable, print it (TOML) and exit")
-		model      = flag.String("model", def.Model, "GGUF model `file`; overrides model")
-		listen     = flag.String("listen", def.Listen, "HTTP `address`; overrides listen")
-		socket     = flag.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
-		bMax       = flag.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
-		specK      = flag.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
-		chatTmpl   = flag.String("chat-template", def.ChatTemplate, "Jinja chat template `file` replacing the model file's tokenizer.chat_template; overrides chat_template")
-		backend    = flag.String("backend", def.Engine.Backend, "engine `name`: native (the C engine) or iree (only in a binary built with -tags iree; docs/IREE.md); overrides engine.backend")
-		ctxLen     = flag.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
+		configPath = fl.String("config", "", "TOML configuration `file` (default: none; built-in defaults)")
+		check      = fl.Bool("check-config", false, "validate the configuration and that the model file is readable, print it (TOML) and exit")
+		model      = fl.String("model", def.Model, "GGUF model `file`; overrides model")
+		listen     = fl.String("listen", def.Listen, "HTTP `address`; overrides listen")
+		socket     = fl.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
+		bMax       = fl.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
+		specK      = fl.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
+		chatTmpl   = fl.String("chat-template", def.ChatTemplate, "Jinja chat template `file` replacing the model file's tokenizer.chat_template; overrides chat_template")
+		backend    = fl.String("backend", def.Engine.Backend, "engine `name`: native (the C engine) or iree (only in a binary built with -tags iree; docs/IREE.md); overrides engine.backend")
+		ctxLen     = fl.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
+		// Its default is not shown: it depends on the machine (--check-config prints it).
+		threads = fl.Int("threads", 0, "`n` compute threads (default: the CPUs this process may use, or its cgroup CPU quota when lower, at most 64; --check-config shows it); overrides engine.threads")
 	)
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: picometerd [flags]\n\n"+
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "Usage: picometerd [flags]\n\n"+
 			"Serves the model through an OpenAI-compatible API and streams metric events to the sidecar.\n"+
 			"Flags override the configuration file; the defaults shown are the built-in ones.\n\n")
-		flag.PrintDefaults()
+		fl.PrintDefaults()
 	}
-	flag.Parse()
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return config.ExitCode
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "picometerd: config: %v\n", err)
+		return config.ExitCode
+	}
 
 	cfg := def
 	if *configPath != "" {
-		var err error
-		if cfg, err = daemon.LoadConfig(*configPath); err != nil {
-			fail(err)
+		if err := config.Load(*configPath, &cfg); err != nil {
+			return fail(err)
 		}
 	}
 	// Only flags given on the command line override the file.
-	config.Overrides(flag.CommandLine, map[string]func(){
+	config.Overrides(fl, map[string]func(){
 		"model":  func() { cfg.Model = *model },
 		"listen": func() { cfg.Listen = *listen },
 		"metrics-socket": func() {
@@ -68,18 +91,19 @@ func main() {
 		"context":       func() { cfg.Engine.Context = *ctxLen },
 		"chat-template": func() { cfg.ChatTemplate = *chatTmpl },
 		"backend":       func() { cfg.Engine.Backend = *backend },
+		"threads":       func() { cfg.Engine.Threads = *threads },
 	})
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
-			fail(err)
+			return fail(err)
 		}
-		fmt.Print("# picometerd: configuration OK\n", daemon.Describe(cfg))
-		return
+		fmt.Fprint(stdout, "# picometerd: configuration OK\n", daemon.Describe(cfg))
+		return 0
 	}
 	if err := cfg.Validate(); err != nil {
-		fail(err)
+		return fail(err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -88,8 +112,7 @@ func main() {
 	}()
 	if err := daemon.Run(ctx, cfg, daemon.Deps{Logger: log}); err != nil {
 		log.Error("picometerd failed", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
-
-func fail(err error) { config.Exit("picometerd", err) }

@@ -15,7 +15,7 @@ func main() {
 	flag.StringVar(&spec.Daemon, "picometerd", "", "statically linked picometerd `binary`")
 	flag.StringVar(&spec.Sidecar, "sidecar", "", "statically linked picometer-sidecar `binary`")
 	flag.StringVar(&spec.Model, "model", "", "GGUF `file` installed as the default model, "+deploy.ImageModel+" (empty: none)")
-	flag.StringVar(&spec.Ref, "ref", "picometer:0.1.0", "image `reference` recorded in the archive")
+	flag.StringVar(&spec.Ref, "ref", "ghcr.io/picometer/picometer:0.1.0", "image `reference` recorded in the archive")
 	out := flag.String("o", "build/picometer.oci.tar", "output `file` (an OCI image layout in a tar)")
 	flag.Parse()
 	if spec.Daemon == "" || spec.Sidecar == "" {
