@@ -64,6 +64,9 @@ func main() {
 		"spec-k":  func() { cfg.Engine.SpecK = *specK },
 		"context": func() { cfg.Engine.Context = *ctxLen },
 	})
+	if err := cfg.ApplyEnv(os.Getenv); err != nil {
+		fail(err)
+	}
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
 			fail(err)
