@@ -75,7 +75,7 @@ func TestValidTracestate(t *testing.T) {
 	}
 	f(strings.Join(m, ","), true)
 	f(strings.Join(append(m, "k32=v"), ","), false) // 33 members
-	f("a="+strings.Repeat("x", 511), false)          // over 512 bytes
+	f("a="+strings.Repeat("x", 511), false)         // over 512 bytes
 }
 
 // TestSamplerMatchesSDK holds newSampler to the OTel SDK's samplers of the
