@@ -100,8 +100,8 @@ func BenchmarkSpansCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			// Export as the batcher would at a steady rate: the queue
-			// (2048 spans) never fills.
-			if n++; s.spans != nil && n%256 == 0 {
+			// (256 spans) never fills.
+			if n++; s.spans != nil && n%32 == 0 {
 				if err := s.spans.Flush(context.Background()); err != nil {
 					b.Fatal(err)
 				}
