@@ -89,6 +89,47 @@ type Config struct {
 	Engine EngineConfig `toml:"engine"`
 	// Metrics configures the metrics emitter.
 	Metrics MetricsConfig `toml:"metrics"`
+	// Tracing configures request tracing (trace.go): the daemon reads each
+	// request's traceparent, decides sampling and identifies its span; the
+	// sidecar builds and exports the spans.
+	Tracing TracingConfig `toml:"tracing"`
+}
+
+// TracingConfig is the [tracing] table.
+type TracingConfig struct {
+	// Sampler decides which requests' spans are sampled, by the
+	// OpenTelemetry SDK's names: always_on, always_off, traceidratio,
+	// parentbased_always_on, parentbased_always_off,
+	// parentbased_traceidratio (a parent-based sampler follows the caller's
+	// traceparent sampled flag). Default "" (then OTEL_TRACES_SAMPLER, then
+	// parentbased_always_on).
+	Sampler string `toml:"sampler"`
+	// SamplerArg is the traceidratio samplers' ratio in 0..1. Default ""
+	// (then OTEL_TRACES_SAMPLER_ARG, then 1).
+	SamplerArg string `toml:"sampler_arg"`
+}
+
+// ApplyEnv fills what the file left unset from the standard variables
+// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (read with getenv);
+// errors name the variable.
+func (c *Config) ApplyEnv(getenv func(string) string) error {
+	t := &c.Tracing
+	fromEnv := false
+	if t.Sampler == "" {
+		t.Sampler = strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))
+		fromEnv = t.Sampler != ""
+	}
+	if t.SamplerArg == "" {
+		t.SamplerArg = strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+		fromEnv = fromEnv || t.SamplerArg != ""
+	}
+	if _, err := newSampler(t.Sampler, t.SamplerArg); err != nil {
+		if fromEnv {
+			return fmt.Errorf("OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG: %w", err)
+		}
+		return fmt.Errorf("tracing.sampler / tracing.sampler_arg: %w", err)
+	}
+	return nil
 }
 
 // EngineConfig is the [engine] table: native.Config's fields.
@@ -293,6 +334,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Metrics.Socket) > 107 {
 		return fmt.Errorf("metrics.socket: path of %d bytes is longer than a unix socket path may be (107)", len(c.Metrics.Socket))
+	}
+	if _, err := newSampler(c.Tracing.Sampler, c.Tracing.SamplerArg); err != nil {
+		return fmt.Errorf("tracing.sampler / tracing.sampler_arg: %w", err)
 	}
 	nc := c.NativeConfig()
 	if err := nc.Validate(); err != nil {

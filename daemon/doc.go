@@ -124,6 +124,19 @@
 // failed completion request is also a request event (finish_reason error or
 // abort, with its error type).
 //
+// # Trace context (trace.go)
+//
+// A generation request's W3C traceparent (and tracestate) make it a span in
+// the caller's trace; an invalid traceparent starts a new root trace and an
+// invalid tracestate is dropped (the W3C rules), never an error. Sampling
+// is decided here (tracing.sampler, OTEL_TRACES_SAMPLER; parent-based
+// always-on by default). Every answer, error or not, carries traceresponse
+// (00-trace-span-flags, the request's own span) and X-Request-Id: the one
+// sent, which becomes the response id's suffix (cmpl-ID, chatcmpl-ID,
+// resp_ID; an invalid one, not 1..128 of [A-Za-z0-9-_.:~+/=@], is a 400
+// with param X-Request-Id), or the daemon's own. The ids go on the request
+// event; the sidecar builds and exports the span.
+//
 // # Engine loop, deadlines, disconnects
 //
 // One goroutine owns the engine (see loop). Requests reach it over a

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"strconv"
+
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
 )
@@ -15,6 +17,11 @@ import (
 // failed before it reached the engine).
 func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now int64) schema.RequestBody {
 	b := schema.RequestBody{ID: s.id, Operation: s.op, Stream: s.stream, FinishReason: finish, ErrorType: errType}
+	s.trace.fill(&b)
+	if s.paramsRead {
+		b.MaxTokens = s.params.MaxTokens
+		b.Temperature, b.TopP = shortFloat(s.params.Temperature), shortFloat(s.params.TopP)
+	}
 	if stats != nil {
 		wireStats(stats, &b)
 	} else {
@@ -23,6 +30,13 @@ func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now
 		b.ITLUS = []int64{}
 	}
 	return b
+}
+
+// shortFloat is f as float64 with float32's shortest decimal (0.7, not
+// 0.699999988079071): the value the client sent, which the span reports.
+func shortFloat(f float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return v
 }
 
 // wireStats fills the timing and token fields of b from s: times in

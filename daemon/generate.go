@@ -15,12 +15,18 @@ import (
 // and e2e_test.go cover it over real HTTP.
 
 // emitError sends the request event of a request that failed before the
-// engine saw it.
-func (d *Daemon) emitError(id, op string, stream bool, e *apiError, arrival int64) {
-	s := seq{id: id, op: op, stream: stream}
-	s.params.ArrivalNS = arrival
-	body := requestBody(&s, nil, schema.FinishError, e.Kind, d.clock())
+// engine saw it (s is not submitted: only its id, operation, stream flag,
+// arrival, trace and, when read, parameters are set).
+func (d *Daemon) emitError(s *seq, e *apiError) {
+	body := requestBody(s, nil, schema.FinishError, e.Kind, d.clock())
 	d.sink.Request(&schema.Request{RequestBody: body})
+}
+
+// failedSeq is the seq of a request refused before its body was read.
+func failedSeq(id, op string, stream bool, arrival int64, tw traceWire) *seq {
+	s := &seq{id: id, op: op, stream: stream, trace: tw}
+	s.params.ArrivalNS = arrival
+	return s
 }
 
 // Endpoints that generate.
@@ -42,20 +48,32 @@ func (ep endpoint) op() string {
 
 func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	arrival := d.clock()
+	tc := d.sampler.newTrace(&ctx.Request.Header)
+	tw := tc.wire(d.wall().UnixNano())
 	op := ep.op()
-	id := d.newID(op)
+	reqID, idErr := d.requestID(ctx)
+	id := idPrefix(op) + reqID
 	if ep == epResponses {
-		id = d.newResponseID()
+		id = "resp_" + reqID
 	}
+	defer setTraceHeaders(ctx, &tc, reqID) // after any error body (which resets the response)
 	var r genRequest
 	var s *seq // once submitted, the loop sends its request event
+	paramsRead := false
+	fs := func() *seq { // the event of a request that failed before submission
+		f := failedSeq(id, op, r.Stream, arrival, tw)
+		if paramsRead {
+			f.params, f.paramsRead = s.params, true
+		}
+		return f
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			e := d.bug(ctx, p)
 			if s != nil {
 				d.loop.cancel(s, schema.ErrOther)
 			} else {
-				d.emitError(id, op, r.Stream, e, arrival)
+				d.emitError(fs(), e)
 			}
 		}
 	}()
@@ -64,7 +82,11 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 		if e.Status == fasthttp.StatusMethodNotAllowed {
 			ctx.Response.Header.Set("Allow", "POST")
 		}
-		d.emitError(id, op, r.Stream, e, arrival)
+		d.emitError(fs(), e)
+	}
+	if idErr != nil {
+		fail(idErr)
+		return
 	}
 	if !ctx.IsPost() {
 		fail(errMethod(ctx.Method(), "POST"))
@@ -108,6 +130,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	}
 	s = newSeq()
 	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
+	s.trace, s.paramsRead = tw, true
 	s.stop = newStopMatcher(r.Stop)
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival,
@@ -120,9 +143,10 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 		s.params.StopTokens = d.codec.stops
 	}
 	s.deadline = arrival + int64(d.cfg.RequestTimeout)
+	paramsRead = true
 	if e := d.loop.submit(s); e != nil {
-		s = nil
 		fail(e)
+		s = nil
 		return
 	}
 	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),

@@ -23,7 +23,11 @@ type seq struct {
 	prompt   []int32
 	codec    *codec // the model's tokens → text (nil: the byte vocabulary)
 	params   native.Params
-	deadline int64 // clock reading at which the loop aborts the request
+	deadline int64     // clock reading at which the loop aborts the request
+	trace    traceWire // the request's span, as its event carries it
+	// paramsRead: the body was read and params hold what the engine runs
+	// with (the event's max_tokens, temperature, top_p).
+	paramsRead bool
 
 	submitted chan *apiError // the loop's answer to the submission (buffered)
 	notify    chan struct{}  // cap 1: new output or completion

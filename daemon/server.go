@@ -83,6 +83,7 @@ type Daemon struct {
 	log   *slog.Logger
 
 	ids      atomic.Uint64
+	sampler  sampler // the trace sampler (trace.go), from cfg.Tracing
 	draining atomic.Bool
 	chunked  chunkedOps
 }
@@ -98,6 +99,7 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 		clock: deps.Clock, wall: deps.Wall, log: deps.Logger,
 	}
 	d.created = d.wall().Unix()
+	d.sampler, _ = newSampler(cfg.Tracing.Sampler, cfg.Tracing.SamplerArg) // cfg is valid
 	d.model = servedName(cfg, info)
 	d.codec = codecFor(cfg.Model, cfg.ChatTemplate)
 	for _, k := range cfg.APIKeys {
@@ -200,16 +202,22 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 }
 
 func (d *Daemon) newID(op string) string {
-	prefix := "cmpl-"
-	if op == schema.OpChat {
-		prefix = "chatcmpl-"
-	}
-	return prefix + d.boot + strconv.FormatUint(d.ids.Add(1), 16)
+	return idPrefix(op) + d.newRequestID()
 }
 
-// newResponseID is the id of a /v1/responses response.
-func (d *Daemon) newResponseID() string {
-	return "resp_" + d.boot + strconv.FormatUint(d.ids.Add(1), 16)
+// idPrefix is the response id's prefix of operation op (a /v1/responses
+// response has "resp_").
+func idPrefix(op string) string {
+	if op == schema.OpChat {
+		return "chatcmpl-"
+	}
+	return "cmpl-"
+}
+
+// newRequestID is a request id of this daemon's own: its boot id and a
+// counter, unique for the boot.
+func (d *Daemon) newRequestID() string {
+	return d.boot + strconv.FormatUint(d.ids.Add(1), 16)
 }
 
 // --- routing ---
@@ -358,7 +366,7 @@ func (d *Daemon) handleError(ctx *fasthttp.RequestCtx, err error) {
 		op = p
 	}
 	if op != "" {
-		d.emitError(d.newID(op), op, false, e, d.clock())
+		d.emitError(failedSeq(d.newID(op), op, false, d.clock(), d.sampler.newTrace(&ctx.Request.Header).wire(d.wall().UnixNano())), e)
 	}
 	d.armWrite(ctx.Conn())
 }
@@ -372,7 +380,7 @@ func (d *Daemon) expect(ctx *fasthttp.RequestCtx) int {
 	e := errTooLarge(d.cfg.MaxBodyBytes)
 	e.write(ctx)
 	if op := opOf(ctx.Path()); op != "" {
-		d.emitError(d.newID(op), op, false, e, d.clock())
+		d.emitError(failedSeq(d.newID(op), op, false, d.clock(), d.sampler.newTrace(&ctx.Request.Header).wire(d.wall().UnixNano())), e)
 	}
 	d.armWrite(ctx.Conn())
 	return e.Status

@@ -28,6 +28,8 @@ type request struct {
 	// event says whether the daemon must send a request event for it (every
 	// request to a generation endpoint, failed or not).
 	event bool
+	// header holds extra request headers (abortStream sends them).
+	header map[string]string
 }
 
 // The prompt repeats itself so the n-gram drafter finds drafts.
@@ -223,8 +225,12 @@ func abortStream(addr string, r request) (status, events int, err error) {
 		tcp.Close()
 	}()
 	tcp.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(tcp, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		r.method, r.path, addr, len(r.body), r.body)
+	var hdr strings.Builder
+	for k, v := range r.header {
+		fmt.Fprintf(&hdr, "%s: %s\r\n", k, v)
+	}
+	fmt.Fprintf(tcp, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s",
+		r.method, r.path, addr, len(r.body), hdr.String(), r.body)
 	br := bufio.NewReader(tcp)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

@@ -118,6 +118,21 @@ const (
 // MaxSpecK is the largest speculative draft length; positions are 0..MaxSpecK-1.
 const MaxSpecK = 8
 
+// Why the sidecar lost a request's span (picometer.sidecar.spans.lost).
+const (
+	// SpanLossNotReceived: the request is known only from the daemon's
+	// totals (a sidecar restart, an event lost or dropped on the way), which
+	// carry no ids or moments to build a span from.
+	SpanLossNotReceived = "not_received"
+	// SpanLossQueueFull: the span export queue was full.
+	SpanLossQueueFull = "queue_full"
+	// SpanLossExportFailed: the OTLP export of its batch failed.
+	SpanLossExportFailed = "export_failed"
+)
+
+// SpanLossReasons are the values of AttrSpanLossReason.
+var SpanLossReasons = []string{SpanLossNotReceived, SpanLossQueueFull, SpanLossExportFailed}
+
 // MaxBatch is the largest number of engine slots; batch sizes are 1..MaxBatch.
 const MaxBatch = 64
 
@@ -147,6 +162,8 @@ var (
 		Doc: "why a line was rejected"}
 	AttrDropReason = &Attr{Key: "reason", Values: []string{DropQueueFull, DropStepRing, DropWriteFail},
 		Doc: "where the daemon dropped events"}
+	AttrSpanLossReason = &Attr{Key: "reason", Values: SpanLossReasons,
+		Doc: "why a request's span was lost"}
 
 	// Info attributes: the engine's configuration, as decimal numbers.
 	AttrBMax          = &Attr{Key: "b_max", Doc: "engine slots (B_max), from the hello event"}

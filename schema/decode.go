@@ -208,7 +208,73 @@ func (b *RequestBody) validate() error {
 			return invalid("itl_us[%d]: %d not in 0..finish_us (%d)", i, g, b.FinishUS)
 		}
 	}
+	return b.validateTrace()
+}
+
+// Bounds of the trace and parameter fields of a request event.
+const (
+	// MaxTraceStateBytes bounds tracestate: W3C Trace Context lets a vendor
+	// drop a tracestate longer than 512 characters (32 members).
+	MaxTraceStateBytes = 512
+	// MaxTemperature is the largest sampling temperature (OpenAI's).
+	MaxTemperature = 2
+)
+
+func (b *RequestBody) validateTrace() error {
+	if b.TraceID == "" {
+		if b.SpanID != "" || b.ParentSpanID != "" || b.Sampled || b.TraceState != "" {
+			return invalid("trace_id: missing beside span_id, parent_span_id, sampled or tracestate")
+		}
+	} else {
+		if !IsTraceHex(b.TraceID, 32) {
+			return invalid("trace_id: %q is not 32 lowercase hex digits, not all zero", b.TraceID)
+		}
+		if !IsTraceHex(b.SpanID, 16) {
+			return invalid("span_id: %q is not 16 lowercase hex digits, not all zero", b.SpanID)
+		}
+		if b.ParentSpanID != "" && !IsTraceHex(b.ParentSpanID, 16) {
+			return invalid("parent_span_id: %q is not 16 lowercase hex digits, not all zero", b.ParentSpanID)
+		}
+		if len(b.TraceState) > MaxTraceStateBytes {
+			return invalid("tracestate: %d bytes, more than %d", len(b.TraceState), MaxTraceStateBytes)
+		}
+		for i := 0; i < len(b.TraceState); i++ {
+			if c := b.TraceState[i]; c < 0x20 || c > 0x7e {
+				return invalid("tracestate: byte %#x at %d is not printable ASCII", c, i)
+			}
+		}
+	}
+	switch {
+	case b.StartUnixNano < 0:
+		return invalid("start_unix_nano: %d < 0", b.StartUnixNano)
+	case b.MaxTokens < 0 || b.MaxTokens > MaxTokens:
+		return invalid("max_tokens: %d not in 0..%d", b.MaxTokens, MaxTokens)
+	case !(b.Temperature >= 0 && b.Temperature <= MaxTemperature):
+		return invalid("temperature: %v not in 0..%d", b.Temperature, MaxTemperature)
+	case !(b.TopP >= 0 && b.TopP <= 1):
+		return invalid("top_p: %v not in 0..1", b.TopP)
+	}
 	return nil
+}
+
+// IsTraceHex reports whether s is n lowercase hex digits, not all zero:
+// the form of W3C trace ids (n = 32) and span ids (n = 16).
+func IsTraceHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	zero := true
+	for i := 0; i < n; i++ {
+		c := s[i]
+		switch {
+		case c == '0':
+		case c >= '1' && c <= '9', c >= 'a' && c <= 'f':
+			zero = false
+		default:
+			return false
+		}
+	}
+	return !zero
 }
 
 func (b *EngineBody) validate() error {

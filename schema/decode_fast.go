@@ -2,6 +2,7 @@ package schema
 
 import (
 	"math"
+	"strconv"
 	"unsafe"
 )
 
@@ -34,6 +35,9 @@ import (
 type Decoder struct {
 	boot string
 	id   []byte
+	// The trace fields' storage, like id's (ev.TraceID and the others alias
+	// it until the next line).
+	traceID, spanID, parentID, state []byte
 }
 
 // Decode decodes one line (without its newline) into ev, which is reset and
@@ -57,6 +61,9 @@ var requestKeys = [...]string{
 	rkPromptTokens: `"prompt_tokens":`, rkPrefillTokens: `"prefill_tokens":`, rkDecodeTokens: `"decode_tokens":`,
 	rkCompletionTokens: `"completion_tokens":`, rkDraftTokens: `"draft_tokens":`, rkAcceptedTokens: `"accepted_tokens":`,
 	rkFinishReason: `"finish_reason":`, rkErrorType: `"error_type":`, rkITL: `"itl_us":`,
+	rkTraceID: `"trace_id":`, rkSpanID: `"span_id":`, rkParentSpanID: `"parent_span_id":`, rkSampled: `"sampled":`,
+	rkTraceState: `"tracestate":`, rkStartUnixNano: `"start_unix_nano":`,
+	rkMaxTokens: `"max_tokens":`, rkTemperature: `"temperature":`, rkTopP: `"top_p":`,
 }
 
 const (
@@ -81,6 +88,15 @@ const (
 	rkFinishReason
 	rkErrorType
 	rkITL
+	rkTraceID
+	rkSpanID
+	rkParentSpanID
+	rkSampled
+	rkTraceState
+	rkStartUnixNano
+	rkMaxTokens
+	rkTemperature
+	rkTopP
 )
 
 // fast decodes line into ev if it is a request event the fast path reads,
@@ -93,7 +109,7 @@ func (d *Decoder) fast(line []byte, ev *Event) bool {
 	}
 	ev.reset()
 	i := 1
-	var seen uint32
+	var seen uint64
 	k := 0 // the key expected next
 	for {
 		k, i = nextKey(b, i, requestKeys[:], k)
@@ -159,6 +175,27 @@ func (d *Decoder) fast(line []byte, ev *Event) bool {
 			ev.ErrorType, i = scanClosed(b, i, ErrorTypes)
 		case rkITL:
 			ev.ITLUS, i = scanInt64s(b, i, ev.ITLUS)
+		case rkTraceID:
+			ev.TraceID, i = d.scanHex(b, i, &d.traceID)
+		case rkSpanID:
+			ev.SpanID, i = d.scanHex(b, i, &d.spanID)
+		case rkParentSpanID:
+			ev.ParentSpanID, i = d.scanHex(b, i, &d.parentID)
+		case rkSampled:
+			ev.Sampled, i = scanBool(b, i)
+		case rkTraceState:
+			if s, i = scanString(b, i); i >= 0 {
+				d.state = append(d.state[:0], s...)
+				ev.TraceState = unsafe.String(unsafe.SliceData(d.state), len(d.state))
+			}
+		case rkStartUnixNano:
+			ev.StartUnixNano, i = scanInt64(b, i)
+		case rkMaxTokens:
+			ev.MaxTokens, i = scanInt(b, i)
+		case rkTemperature:
+			ev.Temperature, i = scanFloat(b, i)
+		case rkTopP:
+			ev.TopP, i = scanFloat(b, i)
 		}
 		if i < 0 || i >= len(b) {
 			return false
@@ -214,6 +251,63 @@ func scanString(b []byte, i int) ([]byte, int) {
 		}
 	}
 	return nil, -1
+}
+
+// scanHex reads a string into *buf and returns it aliasing *buf (the trace
+// ids: validation checks their form).
+func (d *Decoder) scanHex(b []byte, i int, buf *[]byte) (string, int) {
+	s, i := scanString(b, i)
+	if i < 0 {
+		return "", -1
+	}
+	*buf = append((*buf)[:0], s...)
+	return unsafe.String(unsafe.SliceData(*buf), len(*buf)), i
+}
+
+// scanFloat reads a JSON number (RFC 8259's grammar, which is stricter than
+// strconv's) as encoding/json does: strconv.ParseFloat of its text. A
+// number out of float64's range is left to Decode, which rejects it.
+func scanFloat(b []byte, i int) (float64, int) {
+	start := i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return 0, -1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return 0, -1
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return 0, -1
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	v, err := strconv.ParseFloat(unsafe.String(&b[start], i-start), 64)
+	if err != nil {
+		return 0, -1
+	}
+	return v, i
 }
 
 // scanClosed reads a string and returns the member of values it equals (so

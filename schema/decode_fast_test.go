@@ -84,6 +84,26 @@ func fastPathLines(tb testing.TB) [][]byte {
 	add(r)
 	r.ITLUS = nil
 	add(r)
+	// A traced request (issue 28), and edges of its fields.
+	r = typicalRequest("b", 8)
+	setTrace(r)
+	add(r)
+	traced := out[len(out)-1]
+	for _, s := range []string{`"temperature":0.7`, `"temperature":0`, `"temperature":-0`, `"temperature":2`, `"temperature":2.0000001`,
+		`"temperature":1e-7`, `"temperature":1E+0`, `"temperature":1e400`, `"temperature":.5`, `"temperature":5.`, `"temperature":01`,
+		`"temperature":-1`, `"temperature":null`, `"temperature":"0.7"`, `"temperature":NaN`, `"temperature":1e`, `"temperature":0x1p-2`,
+		`"temperature":0.7,"temperature":0.8`} {
+		out = append(out, bytes.Replace(traced, []byte(`"temperature":0.7`), []byte(s), 1))
+	}
+	for _, s := range []string{`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`, `"trace_id":"00000000000000000000000000000000"`,
+		`"trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736"`, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e473"`, `"trace_id":""`,
+		`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","parent_span_id":"00f067aa0ba902b7"`} {
+		out = append(out, bytes.Replace(traced, []byte(`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`), []byte(s), 1))
+	}
+	for _, s := range []string{`"tracestate":"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"`, `"tracestate":"a=\u003cb\u003e"`,
+		`"tracestate":"a=\"b"`, `"tracestate":""`, `"sampled":false,"tracestate":"x=1"`} {
+		out = append(out, bytes.Replace(traced, []byte(`"tracestate":"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"`), []byte(s), 1))
+	}
 	line := out[0]
 	// A line from before the request event dropped its derived metrics
 	// object, and other members the fast path leaves to Decode.
@@ -376,4 +396,32 @@ func typicalRequest(boot string, seq uint64) *Request {
 	r.FinishUS = r.LastTokenUS + 50
 	r.FinishReason = FinishLength
 	return r
+}
+
+// setTrace gives r the trace fields of a sampled request with a parent.
+func setTrace(r *Request) {
+	r.TraceID, r.SpanID, r.ParentSpanID = "4bf92f3577b34da6a3ce929d0e0e4736", "53995c3f42cd8ad8", "00f067aa0ba902b7"
+	r.Sampled, r.TraceState = true, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+	r.StartUnixNano = 1795000000100000000
+	r.MaxTokens, r.Temperature, r.TopP = 64, 0.7, 0.95
+}
+
+// TestDecoderTakesTracedRequests: the fast path reads the trace and
+// parameter fields (issue 28) as Append writes them, not only Decode.
+func TestDecoderTakesTracedRequests(t *testing.T) {
+	r := typicalRequest("b", 9)
+	setTrace(r)
+	for _, temp := range []float64{0, 0.7, 1, 2, 1e-7, 0.30000000000000004} {
+		r.Temperature = temp
+		line := bytes.TrimSuffix(mustAppend(t, nil, r), []byte("\n"))
+		if !sameDecode(t, line, nil) {
+			t.Fatalf("the fast path did not take %s", line)
+		}
+		var d Decoder
+		var ev Event
+		if err := d.Decode(line, &ev); err != nil || ev.TraceID != r.TraceID || ev.ParentSpanID != r.ParentSpanID ||
+			ev.TraceState != r.TraceState || ev.Temperature != temp || !ev.Sampled || ev.MaxTokens != 64 {
+			t.Fatalf("%s decodes to %+v, %v", line, ev.RequestBody, err)
+		}
+	}
 }

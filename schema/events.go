@@ -74,6 +74,24 @@ type RequestBody struct {
 	// ITLUS holds one gap per engine step that emitted tokens for the request
 	// after its first token: microseconds since the previous emitting step.
 	ITLUS []int64 `json:"itl_us"`
+
+	// Trace context (issue 28): the request's SERVER span as the daemon
+	// identified it, from which the sidecar builds the span. Every field is
+	// omitted when empty, so events of daemons that predate it decode as
+	// before (no trace id: no span). The daemon never exports a span itself.
+	TraceID       string `json:"trace_id,omitempty"`        // 32 lowercase hex digits, not all zero
+	SpanID        string `json:"span_id,omitempty"`         // 16 lowercase hex digits, not all zero: the request's span
+	ParentSpanID  string `json:"parent_span_id,omitempty"`  // the caller's span (traceparent); empty for a root span
+	Sampled       bool   `json:"sampled,omitempty"`         // the daemon's sampling decision (the span is exported only if set)
+	TraceState    string `json:"tracestate,omitempty"`      // the caller's tracestate, when valid (W3C list, at most MaxTraceStateBytes)
+	StartUnixNano int64  `json:"start_unix_nano,omitempty"` // wall clock at HTTP arrival (the span's start; it ends finish_us later)
+
+	// Request parameters the engine ran with (GenAI span attributes); all
+	// zero for a request refused before its body was read (max_tokens is at
+	// least 1 for any other).
+	MaxTokens   int     `json:"max_tokens,omitempty"`
+	Temperature float64 `json:"temperature,omitempty"` // 0..MaxTemperature
+	TopP        float64 `json:"top_p,omitempty"`       // 0..1
 }
 
 // Request is the event a daemon sends once per finished request.

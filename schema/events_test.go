@@ -39,6 +39,10 @@ func exampleEvents() map[string]any {
 		ID: "cmpl-9", Operation: OpTextCompletion, AdmittedUS: -1, FirstTokenUS: -1, LastTokenUS: -1,
 		FinishUS: 35, FinishReason: FinishError, ErrorType: ErrInvalidRequest, ITLUS: []int64{},
 	}}
+	traced := &Request{Header: hdr(KindRequest, 7), RequestBody: ok.RequestBody}
+	traced.ID = "chatcmpl-req-42"
+	traced.Operation = OpChat
+	setTrace(traced)
 	dec := make(TimeByBatchSize, 5)
 	dec[1] = TimeCost{Count: 40, Sum: 0.16}
 	dec[4] = TimeCost{Count: 10, Sum: 0.07}
@@ -72,6 +76,7 @@ func exampleEvents() map[string]any {
 		"request_length.ndjson": ok,
 		"request_abort.ndjson":  abort,
 		"request_error.ndjson":  failed,
+		"request_traced.ndjson": traced,
 		"engine.ndjson":         engine,
 	}
 }

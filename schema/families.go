@@ -41,6 +41,7 @@ const (
 	IDSidecarLastEventAge    = "sidecar_last_event_age"
 	IDSidecarExportFailure   = "sidecar_otlp_export_failures"
 	IDSidecarHeartbeat       = "sidecar_heartbeat"
+	IDSidecarSpansLost       = "sidecar_spans_lost"
 )
 
 // Families is the metric table: every family picometer exports, once.
@@ -269,6 +270,13 @@ var Families = []*Family{
 	{
 		ID: IDSidecarExportFailure, Name: "picometer.sidecar.otlp.export.failures", Unit: "{export}", Kind: KindCounter,
 		Help:   "OTLP exports that failed (the data of a failed export is retried by the next export, cumulatively).",
+		Source: SourceSidecar,
+	},
+	{
+		ID: IDSidecarSpansLost, Name: "picometer.sidecar.spans.lost", Unit: "{request}", Kind: KindCounter,
+		Help: "Requests whose span the sidecar could not export, by reason: not_received (known only from the daemon's totals, " +
+			"which cannot rebuild a span; sampled or not), queue_full, export_failed. Only counted while tracing is on.",
+		Attrs:  []*Attr{AttrSpanLossReason},
 		Source: SourceSidecar,
 	},
 	{

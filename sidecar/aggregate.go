@@ -37,6 +37,7 @@ type Aggregator struct {
 	buffers     *budget       // shared by the connections' line buffers (nil: unbounded)
 	log         *slog.Logger
 	self        *selfMetrics
+	spans       *Spans // request spans and log lines (nil: off); set before the first event
 
 	mu      sync.Mutex // guards targets and boots; taken before a target's lock
 	targets map[targetKey]*target
@@ -200,6 +201,9 @@ func (c *Conn) Apply(ev *schema.Event) error {
 			return err
 		}
 		t.a.self.events[kindRequest].c.Inc()
+		if sp := t.a.spans; sp != nil {
+			sp.Request(t.key.model, &ev.RequestBody, ev.TimeUnixNano)
+		}
 		return nil
 	case schema.KindTotals:
 		t.applyTotals(b, &ev.TotalsBody, ev.Seq)

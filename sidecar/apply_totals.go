@@ -45,6 +45,9 @@ func (t *target) applyTotals(b *boot, in *schema.TotalsBody, seq uint64) {
 	}
 	if n := bt.Requests() - before; n > 0 {
 		t.recovered.addSat(uint64(n))
+		if sp := t.a.spans; sp != nil {
+			sp.lost.add(schema.SpanLossNotReceived, int(n))
+		}
 	}
 	b.totalsSeq = max(b.totalsSeq, seq)
 }

@@ -99,14 +99,26 @@ func TestLiveRSS(t *testing.T) {
 	rcv := &receiver{}
 	otlpSrv := httptest.NewServer(rcv)
 	defer otlpSrv.Close()
-	for _, otlp := range []bool{false, true} {
-		t.Run("otlp="+strconv.FormatBool(otlp), func(t *testing.T) {
+	// Spans (issue 28) go to a receiver that takes and drops them; their
+	// budget is 4 MiB of peak RSS over the run without them.
+	spanSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer spanSrv.Close()
+	peak := map[string]int{}
+	for _, mode := range []string{"otlp=false", "otlp=true", "spans=true"} {
+		otlp, spans := mode == "otlp=true", mode == "spans=true"
+		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			sock, addr := filepath.Join(dir, "s.sock"), testenv.FreeAddr(t)
 			cmd := exec.Command(bin, "--socket", sock, "--listen", addr)
 			cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=")
 			if otlp {
 				cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="+otlpSrv.URL+"/v1/metrics", "OTEL_METRIC_EXPORT_INTERVAL=500")
+			}
+			if spans {
+				cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="+spanSrv.URL+"/v1/traces")
 			}
 			var log bytes.Buffer
 			cmd.Stderr = &log
@@ -125,7 +137,15 @@ func TestLiveRSS(t *testing.T) {
 			waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil && vsUp(addr) })
 			idle, _, idleAnon, idleFile := procStatus(t, cmd.Process.Pid)
 
-			const daemons, events = 8, 40000
+			const daemons = 8
+			events := 40000
+			if spans {
+				// Building and encoding four spans per request costs ~15×
+				// the rest of ingest (BenchmarkSpansCost): 5,000 requests
+				// a daemon keep the run short and still overflow the span
+				// queue many times over.
+				events = 5000
+			}
 			var wg sync.WaitGroup
 			for d := range daemons {
 				wg.Add(1)
@@ -138,7 +158,12 @@ func TestLiveRSS(t *testing.T) {
 					}
 					defer c.Close()
 					boot := fmt.Sprintf("%016x", d+1)
-					prefix, suffix := seqTemplate(t, typicalRequest(boot, 7), 7)
+					req := typicalRequest(boot, 7)
+					if spans { // sampled, with a parent: four spans each
+						req.TraceID, req.SpanID, req.ParentSpanID, req.Sampled = fmt.Sprintf("%032x", d+1), "53995c3f42cd8ad8", "00f067aa0ba902b7", true
+						req.StartUnixNano, req.MaxTokens, req.Temperature, req.TopP = time.Now().UnixNano(), 64, 0.7, 0.95
+					}
+					prefix, suffix := seqTemplate(t, req, 7)
 					s := newSim(t, boot, "rss-model-"+strconv.Itoa(d))
 					buf := s.hello()
 					for seq := 0; seq < events; {
@@ -173,7 +198,7 @@ func TestLiveRSS(t *testing.T) {
 				resp.Body.Close()
 				prom := parseExposition(t, string(body))
 				total = prom[seriesKey("picometer_sidecar_events_total", map[string]string{"kind": "request"})]
-				return total == daemons*events
+				return total == float64(daemons*events)
 			})
 			if otlp {
 				time.Sleep(time.Second) // a couple of exports
@@ -185,6 +210,13 @@ func TestLiveRSS(t *testing.T) {
 			mib := func(kb int) float64 { return float64(kb) / 1024 }
 			t.Logf("RSS idle %.1f MiB (anon %.1f, file %.1f); after %d daemons × %d events: %.1f MiB (anon %.1f, file %.1f), peak %.1f MiB (aim ≤ 15 MiB)",
 				mib(idle), mib(idleAnon), mib(idleFile), daemons, events, mib(rss), mib(anon), mib(file), mib(hwm))
+			peak[mode] = hwm
+			if spans {
+				if grown := hwm - peak["otlp=false"]; peak["otlp=false"] > 0 && grown > 4*1024 {
+					t.Fatalf("spans take peak RSS %.1f MiB above the run without them (budget 4 MiB)", float64(grown)/1024)
+				}
+				return
+			}
 			if hwm > 22*1024 {
 				t.Fatalf("peak RSS %.1f MiB is more than statsd_exporter's 22 MiB", float64(hwm)/1024)
 			}

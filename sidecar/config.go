@@ -77,6 +77,8 @@ type Config struct {
 	MemoryLimitMiB int `toml:"memory_limit_mib"`
 	// OTLP configures the OTLP push exporter.
 	OTLP OTLPConfig `toml:"otlp"`
+	// Tracing configures request spans (tracing_config.go).
+	Tracing TracingConfig `toml:"tracing"`
 }
 
 // OTLPConfig configures the OTLP exporter. Every field is optional: an unset
@@ -181,6 +183,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryLimitMiB < 0 {
 		return fmt.Errorf("memory_limit_mib: %d < 0", c.MemoryLimitMiB)
+	}
+	if err := c.Tracing.validate(); err != nil {
+		return err
 	}
 	return c.OTLP.validate()
 }

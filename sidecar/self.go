@@ -21,6 +21,7 @@ type selfMetrics struct {
 	decodeErrors   []*counterSeries // by schema.DecodeReasons
 	connections    *gaugeSeries
 	exportFailures *counterSeries
+	spansLost      *spanLoss // counted only while spans are on
 	heartbeat      *gaugeSeries
 	all            []series
 }
@@ -40,9 +41,21 @@ func newSelfMetrics(r *registry, clock func() time.Time) *selfMetrics {
 	}
 	s.connections = r.newGauge(schema.IDSidecarConnections, now, nil)
 	s.exportFailures = r.newCounter(schema.IDSidecarExportFailure, now)
+	s.spansLost = s.newSpanLoss(r, now)
 	s.heartbeat = r.newGauge(schema.IDSidecarHeartbeat, now, func() float64 { return float64(clock().UnixMilli()) / 1e3 })
 	s.all = append(s.all, s.connections, s.exportFailures, s.heartbeat)
 	return s
+}
+
+// newSpanLoss registers spans_lost, one series per reason.
+func (s *selfMetrics) newSpanLoss(r *registry, now time.Time) *spanLoss {
+	l := &spanLoss{}
+	for _, reason := range schema.SpanLossReasons {
+		c := r.newCounter(schema.IDSidecarSpansLost, now, label{schema.AttrSpanLossReason, reason})
+		l.byReason = append(l.byReason, c)
+		s.all = append(s.all, c)
+	}
+	return l
 }
 
 // reject counts a rejected line under its reason. Every rejection the

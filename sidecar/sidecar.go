@@ -29,7 +29,11 @@ type Sidecar struct {
 	// Agg is the aggregation both outputs read.
 	Agg  *Aggregator
 	push *OTLP // nil when OTLP is off
-	hist *history
+	// spans builds request spans (nil when neither spans nor request log
+	// lines are on); traces is where they go.
+	spans  *Spans
+	traces TraceSettings
+	hist   *history
 }
 
 // Options are New's dependencies; zero values mean the real ones.
@@ -79,8 +83,46 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 		}
 		s.push = NewOTLP(exp, o, s.Agg, res)
 	}
+	if s.traces, err = cfg.ResolveTraces(opt.Getenv, o); err != nil {
+		return nil, err
+	}
+	if s.traces.Enabled || cfg.Tracing.LogRequests {
+		if s.spans, err = newSpans(ctx, cfg, s.traces, s.Agg, opt.Logger); err != nil {
+			return nil, err
+		}
+		s.Agg.spans = s.spans
+	}
 	return s, nil
 }
+
+// newSpans builds the span exporter and builder (spans.go); with tracing
+// off it only logs requests.
+func newSpans(ctx context.Context, cfg Config, ts TraceSettings, a *Aggregator, log *slog.Logger) (*Spans, error) {
+	if !ts.Enabled {
+		return &Spans{log: log, logReq: true}, nil
+	}
+	exp, err := NewTraceExporter(ctx, ts)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	res, err := NewResource(ctx, cfg.Socket)
+	if res == nil {
+		return nil, fmt.Errorf("otlp resource: %w", err)
+	}
+	return NewSpans(exp, res, a.self.spansLost, ts.Timeout, log, cfg.Tracing.LogRequests), nil
+}
+
+// FlushSpans exports every span built so far; it does nothing when spans
+// are off.
+func (s *Sidecar) FlushSpans(ctx context.Context) error {
+	if s.spans == nil {
+		return nil
+	}
+	return s.spans.Flush(ctx)
+}
+
+// TraceSettings returns where spans go.
+func (s *Sidecar) TraceSettings() TraceSettings { return s.traces }
 
 // OTLPSettings returns the resolved OTLP settings.
 func (s *Sidecar) OTLPSettings() OTLPSettings { return s.otlp }
@@ -132,7 +174,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
 	s.log.Info("picometer-sidecar listening", "socket", s.cfg.Socket, "page", "http://"+web.Addr().String()+"/", "metrics", "http://"+web.Addr().String()+"/metrics",
-		"otlp", s.otlp.Enabled, "otlp_protocol", s.otlp.Protocol, "otlp_endpoint", s.otlp.Endpoint)
+		"otlp", s.otlp.Enabled, "otlp_protocol", s.otlp.Protocol, "otlp_endpoint", s.otlp.Endpoint,
+		"spans", s.traces.Enabled, "spans_protocol", s.traces.Protocol, "spans_endpoint", s.traces.Endpoint)
 	return s.Serve(ctx, sock, web)
 }
 
@@ -177,6 +220,11 @@ loop:
 	if s.push != nil {
 		if perr := s.push.Shutdown(sctx); perr != nil && !errors.Is(perr, context.DeadlineExceeded) {
 			s.log.Warn("last OTLP export failed", "err", perr)
+		}
+	}
+	if s.spans != nil {
+		if perr := s.spans.Shutdown(sctx); perr != nil && !errors.Is(perr, context.DeadlineExceeded) {
+			s.log.Warn("last OTLP span export failed", "err", perr)
 		}
 	}
 	return err

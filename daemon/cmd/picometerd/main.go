@@ -93,6 +93,9 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 		"backend":       func() { cfg.Engine.Backend = *backend },
 		"threads":       func() { cfg.Engine.Threads = *threads },
 	})
+	if err := cfg.ApplyEnv(os.Getenv); err != nil {
+		fail(err)
+	}
 	if *check {
 		if err := daemon.CheckConfig(cfg); err != nil {
 			return fail(err)
