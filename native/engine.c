@@ -35,6 +35,7 @@
 
 #include "actquant.h"
 #include "kernels.h"
+#include "matmul.h"
 #include "arch.h"
 #include "rope.h"
 
