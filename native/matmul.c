@@ -3,7 +3,8 @@
  * kernel that computes it: the row dequantizer (pm_dequant, declared in
  * weights.h beside the types), the AVX2 batch-1 matvec (matvec.c), the
  * AVX2 float tile product (mm_float.c) or the dequantize-a-tile path on
- * kernels.h's matmul. It stands above the kernels and the types it
+ * kernels.h's matmul; and the integer kernel of a type (pm_qmm_for:
+ * qmm_32.c's or qmm_k.c's). It stands above the kernels and the types it
  * dispatches to; none of them calls back into it.
  */
 #include <stdint.h>
@@ -81,4 +82,12 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 		}
 		k->matmul(out + mt, ldo, x, scratch, n, cols, 0, rows);
 	}
+}
+
+pm_qmm pm_qmm_for(uint32_t type, int avx2)
+{
+	pm_qmm q = pm_qmm_32(type, avx2);
+	if (q.fn)
+		return q;
+	return pm_qmm_k(type, avx2);
 }

@@ -1,12 +1,14 @@
 /*
  * matmul.h: the typed matrix product (matmul.c), the one entry the
- * forward pass computes a weight through, whatever its type.
+ * forward pass computes a weight through, whatever its type, and the
+ * choice of a type's integer kernel.
  */
 #ifndef PM_MATMUL_H
 #define PM_MATMUL_H
 
 #include <stddef.h>
 
+#include "actquant.h"
 #include "kernels.h"
 #include "weights.h"
 
@@ -22,5 +24,10 @@
  */
 void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, const float *x,
 		 const pm_weight *w, int n, int m0, int m1, float *scratch);
+
+/* pm_qmm_for returns type's integer kernel (actquant.h) from either
+ * family: qmm_32.c's, else qmm_k.c's; fn NULL when the type computes
+ * with float activations. */
+pm_qmm pm_qmm_for(uint32_t type, int avx2);
 
 #endif
