@@ -173,14 +173,6 @@ size_t pm_act_row_bytes(int block, int k)
 	return 0;
 }
 
-pm_qmm pm_qmm_for(uint32_t type, int avx2)
-{
-	pm_qmm q = pm_qmm_32(type, avx2);
-	if (q.fn)
-		return q;
-	return pm_qmm_k(type, avx2);
-}
-
 void pm_matmul_q(pm_qmm q, float *out, size_t ldo, const float *x, size_t ldx, const pm_weight *w,
 		 int n, int m0, int m1, void *scratch)
 {

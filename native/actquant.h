@@ -101,15 +101,12 @@ pm_qmm pm_qmm_k(uint32_t type, int avx2);
  * CPU cannot run it. For tests and benchmarks. */
 pm_qmm pm_qmm_32_x86(uint32_t type, int vnni);
 
-/* pm_qmm_for returns type's integer kernel from either family. */
-pm_qmm pm_qmm_for(uint32_t type, int avx2);
-
 /*
  * pm_matmul_q quantizes the n rows of x (k = w->cols each, ldx floats
  * apart) into scratch (at least n * pm_act_row_bytes(q.block, k) bytes)
  * and runs q.fn: out[r*ldo + m] = x[r] . row m of w for m in [m0, m1).
  * For tests: the engine quantizes a matmul's input once for all its
- * threads and parts (engine.c, mm_run) and calls q.fn itself.
+ * threads and parts (forward.c, mm_run) and calls q.fn itself.
  */
 void pm_matmul_q(pm_qmm q, float *out, size_t ldo, const float *x, size_t ldx, const pm_weight *w,
 		 int n, int m0, int m1, void *scratch);

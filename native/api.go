@@ -263,7 +263,7 @@ var (
 	ErrNoCgo     = errors.New("native: built without cgo; the engine is unavailable")
 )
 
-// Now returns CLOCK_MONOTONIC in nanoseconds: the engine's clock (engine.c
+// Now returns CLOCK_MONOTONIC in nanoseconds: the engine's clock (stepmetrics.c
 // reads clock_gettime(CLOCK_MONOTONIC)). It is the Go runtime's own reading
 // of that clock (through the vDSO, ~20 ns), not a system call.
 func Now() int64 { return nanotime() }

@@ -1,7 +1,14 @@
-// Package native binds picometer's C engine (engine.c, kernels, gguf.c) to
-// Go: a continuous-batching Llama engine whose B_max slots share one KV
-// cache, with n-gram speculative decoding and MLC-LLM-style metrics recorded
-// in its step loop.
+// Package native binds picometer's C engine to Go: a continuous-batching
+// Llama engine whose B_max slots share one KV cache, with n-gram
+// speculative decoding and MLC-LLM-style metrics recorded in its step loop.
+//
+// The C side is one file per stage under engine.h (the cgo boundary):
+// engine_api.c (the engine object and its API), sched.c (admission,
+// preemption, prefill and decode steps), spec.c (n-gram drafts),
+// forward.c (the forward pass), kv.c (KV blocks), sample.c (sampling),
+// pool.c (compute threads), stepmetrics.c (metrics); below them the
+// kernels (matmul.c chooses one per weight type) and the loader (gguf.c).
+// docs/ARCHITECTURE.md's C floors table says which may call which.
 //
 // Concurrency: an [Engine] is owned by one goroutine. None of its methods
 // may be called concurrently with another on the same Engine; the daemon's

@@ -92,19 +92,6 @@ int pm_cpu_has_avx512vl(void);
 const pm_kernels *pm_kernels_avx2(void);
 
 /*
- * pm_matmul_w is matmul against a typed weight: out[r*ldo + m] = x[r] . row m
- * of w for m in [m0, m1). A batch of 1 takes the type's matvec (AVX2). With
- * the AVX2 set, F32, F16 and BF16 take the tile product that widens the
- * weights in registers (pm_matmul_float_avx2). Otherwise tiles of 4 rows
- * of w are dequantized (dq) into scratch (4 * w->cols floats) and passed
- * to k->matmul against every row of x, so each weight block is decoded
- * once per tile whatever the batch. Every path gives bitwise the F32
- * matmul of the dequantized weights: batch- and tile-invariant as matmul is.
- */
-void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, const float *x,
-		 const pm_weight *w, int n, int m0, int m1, float *scratch);
-
-/*
  * pm_matvec_fn: out[m] = x . row m of w for m in [m0, m1), one row of x
  * (decode at batch 1), the blocks decoded in registers; bitwise what
  * pm_matmul_w gives with the AVX2 kernels (matvec.c). w->cols must be a

@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Now must read the clock engine.c reads, CLOCK_MONOTONIC, so times taken in
+// Now must read the clock the C engine reads (stepmetrics.c), CLOCK_MONOTONIC, so times taken in
 // Go (HTTP arrival) and in C (admission, tokens) are on one clock.
 func TestNowIsClockMonotonic(t *testing.T) {
 	for i := 0; i < 100; i++ {

@@ -65,7 +65,8 @@ typedef void (*pm_dequant_fn)(float *out, const void *row, int cols);
 /*
  * pm_dequant returns the row dequantizer of type for the kernel set:
  * avx2 != 0 picks the AVX2 (+F16C) one where there is one. NULL for a type
- * the engine cannot compute with.
+ * the engine cannot compute with. Defined in matmul.c, which chooses the
+ * kernel of each type; declared here, beside the types, for the loader.
  */
 pm_dequant_fn pm_dequant(uint32_t type, int avx2);
 

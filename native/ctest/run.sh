@@ -42,9 +42,13 @@ for t in native/ctest/test_*.c; do
 	bin=$out/$(basename "${t%.c}")
 	"$CC" "${flags[@]}" "${srcs[@]}" "$t" -o "$bin" -lm -lpthread
 	runs=(1 2)
-	# the loader and the attention kernels start no threads; test_shapes sets
-	# its own thread counts
-	[[ $t == */test_gguf.c || $t == */test_shapes.c || $t == */test_attend.c ]] && runs=(1)
+	# the loader, the attention kernels, the sampler and the KV bookkeeping
+	# start no threads; test_shapes and test_pool set their own thread counts
+	case $t in
+	*/test_gguf.c | */test_shapes.c | */test_attend.c | */test_sample.c | */test_kv.c | */test_pool.c)
+		runs=(1)
+		;;
+	esac
 	for threads in "${runs[@]}"; do
 		echo "== $bin (threads $threads)"
 		if ! PICOMETER_TEST_THREADS=$threads "$bin" "native/ctest"; then

@@ -14,6 +14,7 @@
 #include "actquant.h"
 #include "engine.h"
 #include "kernels.h"
+#include "matmul.h"
 
 #define CTEST_SEED 88172645463325252ULL
 #include "ctest.h"

@@ -16,6 +16,7 @@
 #include "ctest.h"
 #include "actquant.h"
 #include "kernels.h"
+#include "matmul.h"
 #include "weights.h"
 
 #include <math.h>
