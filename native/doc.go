@@ -1,4 +1,5 @@
-// Package native binds picometer's C engine (engine.c, kernels, gguf.c) to
+// Package native binds picometer's C engine (engine.c, kernels, and the
+// model loader model_load.c on gguf.c, the project's one GGUF parser) to
 // Go: a continuous-batching Llama engine whose B_max slots share one KV
 // cache, with n-gram speculative decoding and MLC-LLM-style metrics recorded
 // in its step loop.
