@@ -219,37 +219,10 @@ var byteStrings = func() []byte {
 	return b
 }()
 
-// readGGUFMeta parses the GGUF file at path for its metadata. The file is
-// mapped, not read: the tensors are never touched, and every string of the
-// metadata is copied out before the mapping goes.
+// readGGUFMeta reads the metadata of the GGUF file at path with the C
+// parser (native.ReadGGUFMeta, the project's one): the file is mapped, the
+// tensors are never touched, and the metadata comes back as Go values for
+// the tokenizer.
 func readGGUFMeta(path string) (*gguf.File, error) {
-	b, unmap, err := mapFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer unmap()
-	f, err := gguf.Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	f.Tensors = nil // they point into the mapping
-	return f, nil
-}
-
-// mapFile maps path read-only (falls back to reading it).
-func mapFile(path string) ([]byte, func(), error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if b, unmap, ok := mmapFile(fd, st.Size()); ok {
-		return b, unmap, nil
-	}
-	b, err := os.ReadFile(path)
-	return b, func() {}, err
+	return native.ReadGGUFMeta(path)
 }

@@ -1,12 +1,15 @@
+//go:build cgo
+
 package gguf_test
 
 import (
 	"fmt"
 
 	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/native"
 )
 
-// A file written and read back. The 173 bytes of header, metadata and
+// A file written, and read back by the C parser. The 173 bytes of header, metadata and
 // tensor info are padded to 192 (the default alignment, 32), where the
 // tensor data starts; the file is padded to 224.
 func Example() {
@@ -23,7 +26,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	g, err := gguf.Parse(b)
+	g, err := native.ParseGGUF(b) // the one parser: C's, through native
 	if err != nil {
 		panic(err)
 	}

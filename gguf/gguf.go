@@ -24,12 +24,13 @@
 //	[]float32 []float64 []bool []string   (arrays of scalars)
 //	[]any                                  (an array of arrays: every element is an array value)
 //
-// [Parse] returns values in exactly these types (arrays never nil), so a
-// value written and read back is reflect.DeepEqual to the original.
+// [DecodeValue] returns values in exactly these types (arrays never nil),
+// so a value written and read back is reflect.DeepEqual to the original.
 //
-// The C loader (native/gguf.c) parses the same format; this package is the
-// writer behind the model tool and the reader behind the Go reference forward
-// pass and the tests.
+// This package holds the format's Go side: the types, the writer behind the
+// model tool, value decoding and the quantizers. Files are parsed by the
+// project's one GGUF parser, C's (native/gguf.c): native.ParseGGUF and
+// native.ReadGGUF return a *File, its values decoded by [DecodeValue].
 package gguf
 
 import (
@@ -283,11 +284,11 @@ type Tensor struct {
 	Dims []uint64
 	Type TensorType
 	// Offset is the data's offset from the start of the tensor data
-	// section. Parse sets it; the writer computes it (packed in order,
+	// section. The parser sets it; the writer computes it (packed in order,
 	// each padded to the alignment) and ignores this field.
 	Offset uint64
-	// Data is the tensor's bytes, little-endian (Parse: a sub-slice of
-	// the input).
+	// Data is the tensor's bytes, little-endian (native.ParseGGUF: a
+	// sub-slice of the input).
 	Data []byte
 }
 
@@ -305,7 +306,7 @@ type File struct {
 	KV      []KV
 	Tensors []Tensor
 
-	// Set by Parse (zero when the File was built in memory): the offset of
+	// Set by the parser (zero when the File was built in memory): the offset of
 	// the first tensor info and of the tensor data section.
 	InfoOffset, DataOffset int64
 }

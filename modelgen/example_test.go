@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/modelgen"
+	"github.com/picometer/picometer/native"
 )
 
 // Tests elsewhere create the tiny model in a temporary directory.
@@ -20,7 +20,7 @@ func ExampleWrite() {
 	if err := modelgen.Write(path, modelgen.Tiny); err != nil {
 		panic(err)
 	}
-	f, err := gguf.ReadFile(path)
+	f, err := native.ReadGGUF(path)
 	if err != nil {
 		panic(err)
 	}

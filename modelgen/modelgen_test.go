@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/native"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/sha256.golden.json")
@@ -83,7 +84,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestMetadata(t *testing.T) {
-	f, err := gguf.Parse(encode(t, Tiny))
+	f, err := native.ParseGGUF(encode(t, Tiny))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestMetadata(t *testing.T) {
 func TestTiedF16(t *testing.T) {
 	p := Tiny
 	p.Tied, p.F16 = true, true
-	f, err := gguf.Parse(encode(t, p))
+	f, err := native.ParseGGUF(encode(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}

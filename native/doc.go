@@ -7,7 +7,8 @@
 // preemption, prefill and decode steps), spec.c (n-gram drafts),
 // forward.c (the forward pass), kv.c (KV blocks), sample.c (sampling),
 // pool.c (compute threads), stepmetrics.c (metrics); below them the
-// kernels (matmul.c chooses one per weight type) and the loader (gguf.c).
+// kernels (matmul.c chooses one per weight type) and the model loader (model_load.c on gguf.c, the project's one GGUF
+// parser).
 // docs/ARCHITECTURE.md's C floors table says which may call which.
 //
 // Concurrency: an [Engine] is owned by one goroutine. None of its methods

@@ -44,7 +44,7 @@ func tinyModel(t testing.TB) (string, *reference.Model) {
 		if tiny.err = modelgen.Write(tiny.path, modelgen.Tiny); tiny.err != nil {
 			return
 		}
-		tiny.ref, tiny.err = reference.LoadFile(tiny.path)
+		tiny.ref, tiny.err = loadReference(tiny.path)
 	})
 	if tiny.err != nil {
 		t.Fatal(tiny.err)
@@ -1183,4 +1183,14 @@ func TestOpen(t *testing.T) {
 			t.Fatal("Load on a closed engine")
 		}
 	})
+}
+
+// loadReference reads the GGUF file at path with the C parser (ReadGGUF)
+// and loads the reference model from it.
+func loadReference(path string) (*reference.Model, error) {
+	f, err := ReadGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	return reference.Load(f)
 }

@@ -1,6 +1,7 @@
 /*
- * model.h: the contract between the GGUF loader (gguf.c) and the engine
- * (engine.c and friends). Status codes are shared by every native entry point.
+ * model.h: the contract between the model loader (model_load.c, on the
+ * GGUF parser gguf.c) and the engine (engine.c and friends). Status codes
+ * are shared by every native entry point.
  *
  * Tensor layout: GGUF lists dimensions innermost first (ne[0] is contiguous).
  * A Llama linear weight with ne = [in, out] is therefore a row-major matrix
@@ -51,7 +52,7 @@ enum {
 };
 
 /*
- * One metadata entry as the loader delimited it. key and value point into
+ * One metadata entry as the parser (gguf.c) delimited it. key and value point into
  * the file (or the caller's buffer); value holds the encoded value: for a
  * scalar its bytes, for a string the uint64 length and the bytes, for an
  * array the element type, the uint64 count and the elements.

@@ -50,7 +50,7 @@ func shapeFile(t testing.TB, name string) (string, *reference.Model) {
 		if s.err = modelgen.Write(s.path, shapePresets[name]); s.err != nil {
 			return
 		}
-		s.ref, s.err = reference.LoadFile(s.path)
+		s.ref, s.err = loadReference(s.path)
 	})
 	if s.err != nil {
 		t.Fatal(s.err)
@@ -153,7 +153,7 @@ func TestShapesLoad(t *testing.T) {
 			}
 			// every tensor the loader found is the file's, and the optional
 			// ones are there exactly when the preset has them
-			g, err := gguf.ReadFile(path)
+			g, err := ReadGGUF(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,7 +350,7 @@ func TestLongContextMatchesReference(t *testing.T) {
 	if err := modelgen.Write(path, p); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := reference.LoadFile(path)
+	ref, err := loadReference(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestShapesQuantized(t *testing.T) {
 				if err := modelgen.Write(path, p); err != nil {
 					t.Fatal(err)
 				}
-				ref, err := reference.LoadFile(path)
+				ref, err := loadReference(path)
 				if err != nil {
 					t.Fatal(err)
 				}

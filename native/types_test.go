@@ -15,7 +15,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
 )
@@ -46,7 +45,7 @@ func typedModel(t testing.TB, typ string) (string, *reference.Model) {
 	if err := modelgen.Write(path, p); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := reference.LoadFile(path)
+	ref, err := loadReference(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestTypesWeightsAsStored(t *testing.T) {
 	for _, typ := range modelgen.Types {
 		t.Run(typ, func(t *testing.T) {
 			path, _ := typedModel(t, typ)
-			f, err := gguf.ReadFile(path)
+			f, err := ReadGGUF(path)
 			if err != nil {
 				t.Fatal(err)
 			}

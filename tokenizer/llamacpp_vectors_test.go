@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/internal/testenv"
+	"github.com/picometer/picometer/native"
 )
 
 // The vocabularies of llama.cpp's tokenizer test vectors that picometer
@@ -115,7 +115,7 @@ func vectorTokenizer(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := gguf.Parse(b)
+	f, err := native.ParseGGUF(b)
 	if err != nil {
 		return nil, err
 	}

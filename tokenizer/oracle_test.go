@@ -103,15 +103,7 @@ func loadHFUncached(tb testing.TB, model string) *Tokenizer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := (&gguf.File{KV: v.KV()}).Encode()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f, err := gguf.Parse(b)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	v2, err := FromGGUF(f)
+	v2, err := FromGGUF(&gguf.File{KV: v.KV()})
 	if err != nil {
 		tb.Fatal(err)
 	}

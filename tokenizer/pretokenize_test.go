@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/native"
 )
 
 // The splitters against the pieces the regexes of tokenizer.json give
@@ -107,7 +108,7 @@ func TestAddBOSDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := gguf.Parse(b)
+		g, err := native.ParseGGUF(b)
 		if err != nil {
 			t.Fatal(err)
 		}

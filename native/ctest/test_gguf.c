@@ -1,11 +1,12 @@
 /*
- * test_gguf.c: tests of the GGUF loader (gguf.c) under AddressSanitizer +
- * UBSan (native/ctest/run.sh). It builds small GGUF files itself, loads
+ * test_gguf.c: tests of the GGUF parser (gguf.c) and the model loader on it
+ * (model_load.c) under AddressSanitizer + UBSan (native/ctest/run.sh). It builds small GGUF files itself, loads
  * every prefix and many single-byte mutations of them (each from a buffer
  * of exactly its size, so any over-read is a sanitizer finding), checks the
  * error paths free everything (the leak checker runs at exit), and loads
  * the tiny model from PICOMETER_TINY_MODEL.
  */
+#include "gguf.h"
 #include "model.h"
 
 #include <math.h>
@@ -515,6 +516,66 @@ static void test_api_edges(void)
 	free(w.b);
 }
 
+/*
+ * test_parser checks the parser alone: a GGUF file that is no model (two
+ * metadata entries, one I8 tensor) parses, with its tables, offsets and
+ * data located, while the model loader refuses it as a model.
+ */
+static void test_parser(void)
+{
+	buf w = {0};
+	put_u32(&w, 0x46554747u);
+	put_u32(&w, 3);
+	put_u64(&w, 1); /* tensors */
+	put_u64(&w, 2); /* metadata */
+	kv_str(&w, "general.name", "not a model");
+	kv_u32(&w, "general.alignment", 16);
+	size_t info = w.n;
+	put_str(&w, "t");
+	put_u32(&w, 2);
+	put_u64(&w, 3);
+	put_u64(&w, 2);
+	put_u32(&w, 24); /* I8 */
+	put_u64(&w, 0);
+	while (w.n % 16)
+		put(&w, "", 1);
+	size_t data = w.n;
+	put(&w, "abcdef", 6);
+	pm_gguf g;
+	char err[256];
+	int rc = pm_gguf_parse(w.b, w.n, &g, err, sizeof err);
+	CHECK(rc == PM_OK, "parse: %d %s", rc, err);
+	if (rc == PM_OK) {
+		CHECK(g.n_kv == 2 && g.n_tensors == 1 && g.alignment == 16 && g.info_offset == info &&
+			      g.data_offset == data && !g.map,
+		      "n_kv %d n_tensors %d alignment %u info %llu data %llu", g.n_kv, g.n_tensors, g.alignment,
+		      (unsigned long long)g.info_offset, (unsigned long long)g.data_offset);
+		const pm_kv *kv = pm_gguf_find_kv(&g, "general.name");
+		CHECK(kv && kv->type == PM_GGUF_STRING && kv->value_len == 8 + 11 &&
+			      memcmp(kv->value + 8, "not a model", 11) == 0, "general.name");
+		CHECK(!pm_gguf_find_kv(&g, "general.nam"), "a prefix of a key is not the key");
+		const pm_tensor *t = &g.tensors[0];
+		CHECK(t->name_len == 1 && t->name[0] == 't' && t->n_dims == 2 && t->ne[0] == 3 && t->ne[1] == 2 &&
+			      t->type == 24 && t->nbytes == 6 && t->data == w.b + data,
+		      "tensor t: dims %u type %u nbytes %llu", t->n_dims, t->type, (unsigned long long)t->nbytes);
+		pm_gguf_free(&g);
+		CHECK(g.kv == NULL && g.tensors == NULL && g.n_kv == 0, "pm_gguf_free zeroes g");
+	}
+	pm_model m;
+	rc = pm_model_load_mem(w.b, w.n, &m, err, sizeof err);
+	CHECK(rc == PM_ERR_MODEL && strcmp(err, "missing key general.architecture") == 0, "model: %d %s", rc, err);
+	/* failures leave g zeroed and nothing allocated (the leak checker runs at exit) */
+	rc = pm_gguf_parse(w.b, w.n - 1, &g, err, sizeof err);
+	CHECK(rc == PM_ERR_FORMAT && g.kv == NULL && g.tensors == NULL &&
+		      strcmp(err, "truncated: tensor data of t ends at 150, file has 149 bytes") == 0,
+	      "truncated: %d %s", rc, err);
+	CHECK(pm_gguf_parse(w.b, w.n, NULL, err, sizeof err) == PM_ERR_ARG, "NULL g");
+	CHECK(pm_gguf_open("/nonexistent/x.gguf", &g, err, sizeof err) == PM_ERR_IO &&
+		      strcmp(err, "/nonexistent/x.gguf: No such file or directory") == 0, "open: %s", err);
+	pm_gguf_free(NULL);
+	free(w.b);
+}
+
 static char *read_file(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
@@ -657,6 +718,7 @@ int main(int argc, char **argv)
 	test_prefixes();
 	test_mutations();
 	test_api_edges();
+	test_parser();
 	test_files();
 	test_tiny();
 	if (fails) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/modelgen"
+	"github.com/picometer/picometer/native"
 )
 
 func TestRun(t *testing.T) {
@@ -33,7 +34,7 @@ func TestRun(t *testing.T) {
 	if err := run("tiny", path, 9, true, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.ReadFile(path)
+	f, err := native.ReadGGUF(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestRun(t *testing.T) {
 	if err := run("tiny-k", path, 0, false, false, "q4_k_m"); err != nil {
 		t.Fatal(err)
 	}
-	if f, err = gguf.ReadFile(path); err != nil {
+	if f, err = native.ReadGGUF(path); err != nil {
 		t.Fatal(err)
 	}
 	if typ := f.Tensor("blk.0.attn_q.weight").Type; typ != gguf.Q4_K {
@@ -84,7 +85,7 @@ func TestRunTokenizer(t *testing.T) {
 	if err := withTokenizer("tiny", path, 0, true, false, "", filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.ReadFile(path)
+	f, err := native.ReadGGUF(path)
 	if err != nil {
 		t.Fatal(err)
 	}

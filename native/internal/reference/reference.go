@@ -31,7 +31,7 @@
 //
 // API:
 //
-//	m, err := reference.LoadFile(path)      // or reference.Load(*gguf.File)
+//	m, err := reference.Load(f)             // f: a *gguf.File, e.g. native.ReadGGUF(path)
 //	s := m.NewState()                       // an empty KV cache, position 0
 //	logits, err := s.Forward(tok)           // run one token, return next-token logits
 //	toks, err := m.Greedy(prompt, n)        // prompt then n argmax tokens (lowest id on ties)
@@ -101,15 +101,6 @@ type Model struct {
 	// RopeFactors is the rope_freqs tensor ([HeadDim/2]): pair i's angle is
 	// divided by RopeFactors[i] (Llama 3 scaling). nil when absent.
 	RopeFactors []float32
-}
-
-// LoadFile reads a GGUF file and loads its model.
-func LoadFile(path string) (*Model, error) {
-	f, err := gguf.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Load(f)
 }
 
 // Load builds the model from a parsed GGUF file, checking the architecture,

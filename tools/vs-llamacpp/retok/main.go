@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/picometer/picometer/gguf"
+	"github.com/picometer/picometer/native"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 }
 
 func run(in, out, model string) error {
-	f, err := gguf.ReadFile(in)
+	f, err := native.ReadGGUF(in)
 	if err != nil {
 		return err
 	}

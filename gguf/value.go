@@ -1,51 +1,16 @@
 package gguf
 
+// This file decodes metadata values. The file itself is parsed by the one
+// GGUF parser, C's (native/gguf.c; native.ParseGGUF and native.ReadGGUF
+// return a *File): it delimits each value and checks its type, lengths,
+// bools and nesting, and DecodeValue turns those bytes into this package's
+// Go types. DecodeValue still takes any bytes safely (FuzzDecodeValue).
+
 import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
-	"strings"
 )
-
-// Minimum encoded sizes, used to reject counts no file of this length could
-// hold before anything is allocated for them.
-const (
-	headerSize    = 4 + 4 + 8 + 8
-	minKVSize     = 8 + 4 + 1         // empty key, type, one-byte value
-	minTensorInfo = 8 + 4 + 8 + 4 + 8 // empty name, n_dims, one dim, type, offset
-)
-
-// ReadFile reads and parses the GGUF file at path.
-func ReadFile(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	f, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}
-
-// Parse decodes a GGUF v3 file held in b. Tensor data is not copied: each
-// Tensor.Data is a sub-slice of b. Every count, length and offset is checked
-// against len(b) before use, so arbitrary bytes give an error, never a
-// panic or an allocation larger than about twice len(b).
-//
-// Parse checks what the format defines (magic, version, value types,
-// unique keys and tensor names, alignment, 1..4 dimensions, known tensor
-// types, offsets aligned and inside the file); whether the tensors make a
-// model is the caller's business.
-func Parse(b []byte) (*File, error) {
-	d := &decoder{b: b}
-	f, err := d.file()
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	return f, nil
-}
 
 type decoder struct {
 	b   []byte
@@ -89,137 +54,6 @@ func (d *decoder) str(what string) (string, error) {
 		return "", err
 	}
 	return string(p), nil
-}
-
-func (d *decoder) file() (*File, error) {
-	magic, err := d.u32("header")
-	if err != nil {
-		return nil, err
-	}
-	if magic != Magic {
-		return nil, fmt.Errorf("bad magic 0x%08x, not a GGUF file", magic)
-	}
-	version, err := d.u32("header")
-	if err != nil {
-		return nil, err
-	}
-	if version != Version {
-		return nil, fmt.Errorf("unsupported GGUF version %d", version)
-	}
-	nTensors, err := d.u64("header")
-	if err != nil {
-		return nil, err
-	}
-	nKV, err := d.u64("header")
-	if err != nil {
-		return nil, err
-	}
-	rest := uint64(len(d.b) - d.pos)
-	if nTensors > rest/minTensorInfo {
-		return nil, fmt.Errorf("tensor count %d is more than a %d-byte file can hold", nTensors, len(d.b))
-	}
-	if nKV > rest/minKVSize {
-		return nil, fmt.Errorf("metadata count %d is more than a %d-byte file can hold", nKV, len(d.b))
-	}
-
-	f := &File{KV: make([]KV, 0, nKV)}
-	seen := make(map[string]bool, nKV)
-	for i := uint64(0); i < nKV; i++ {
-		key, err := d.str(fmt.Sprintf("metadata key #%d", i))
-		if err != nil {
-			return nil, err
-		}
-		what := "metadata " + printable(key)
-		if seen[key] {
-			return nil, fmt.Errorf("duplicate %s", what)
-		}
-		seen[key] = true
-		t, err := d.u32(what)
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.value(ValueType(t), 0, what)
-		if err != nil {
-			return nil, err
-		}
-		f.KV = append(f.KV, KV{Key: key, Value: v})
-	}
-	align, err := f.Alignment()
-	if err != nil {
-		return nil, err
-	}
-
-	f.InfoOffset = int64(d.pos)
-	f.Tensors = make([]Tensor, 0, nTensors)
-	names := make(map[string]bool, nTensors)
-	for i := uint64(0); i < nTensors; i++ {
-		t, err := d.tensorInfo(i, uint64(align))
-		if err != nil {
-			return nil, err
-		}
-		if names[t.Name] {
-			return nil, fmt.Errorf("duplicate tensor %s", printable(t.Name))
-		}
-		names[t.Name] = true
-		f.Tensors = append(f.Tensors, t)
-	}
-
-	data := alignUp(uint64(d.pos), uint64(align))
-	f.DataOffset = int64(data)
-	size := uint64(len(d.b))
-	for i := range f.Tensors {
-		t := &f.Tensors[i]
-		n, _ := t.Type.DataSize(t.Dims) // checked by tensorInfo
-		if t.Offset > size {
-			return nil, fmt.Errorf("tensor %s: offset %d is beyond the end of the file (%d bytes)",
-				printable(t.Name), t.Offset, size)
-		}
-		// No overflow: data and Offset are at most size+align, n < 2^63.
-		start := data + t.Offset
-		end := start + n
-		if end > size || end < start {
-			return nil, fmt.Errorf("truncated: tensor data of %s ends at %d, file has %d bytes",
-				printable(t.Name), end, size)
-		}
-		t.Data = d.b[start:end:end]
-	}
-	return f, nil
-}
-
-func (d *decoder) tensorInfo(i, align uint64) (Tensor, error) {
-	name, err := d.str(fmt.Sprintf("tensor info #%d", i))
-	if err != nil {
-		return Tensor{}, err
-	}
-	what := "tensor " + printable(name)
-	nDims, err := d.u32(what)
-	if err != nil {
-		return Tensor{}, err
-	}
-	if nDims < 1 || nDims > MaxDims {
-		return Tensor{}, fmt.Errorf("%s: %d dimensions (want 1..%d)", what, nDims, MaxDims)
-	}
-	t := Tensor{Name: name, Dims: make([]uint64, nDims)}
-	for j := range t.Dims {
-		if t.Dims[j], err = d.u64(what); err != nil {
-			return Tensor{}, err
-		}
-	}
-	typ, err := d.u32(what)
-	if err != nil {
-		return Tensor{}, err
-	}
-	t.Type = TensorType(typ)
-	if t.Offset, err = d.u64(what); err != nil {
-		return Tensor{}, err
-	}
-	if _, err := t.Type.DataSize(t.Dims); err != nil {
-		return Tensor{}, fmt.Errorf("%s: %w", what, err)
-	}
-	if t.Offset%align != 0 {
-		return Tensor{}, fmt.Errorf("%s: offset %d is not a multiple of the alignment %d", what, t.Offset, align)
-	}
-	return t, nil
 }
 
 // value decodes one value of type t; depth counts enclosing arrays.
@@ -379,8 +213,8 @@ func scalarArray(t ValueType, p []byte, n int, what string) (any, error) {
 
 // DecodeValue decodes one encoded value of type t from the start of b (for
 // an array: element type, length, elements) and returns it with the number
-// of bytes it occupied. It is how a test reads the raw value bytes another
-// parser (the C loader) delimited.
+// of bytes it occupied, in the types the package doc lists. It is how Go
+// reads the value bytes the C parser delimited.
 func DecodeValue(t ValueType, b []byte) (v any, n int, err error) {
 	d := &decoder{b: b}
 	v, err = d.value(t, 0, "value")
@@ -408,27 +242,4 @@ func (t *Tensor) Float32s() ([]float32, error) {
 		return nil, fmt.Errorf("%w: %s is %s", ErrNotFloat, t.Name, t.Type)
 	}
 	return Dequantize(t.Type, t.Data, int(t.Elements()))
-}
-
-// printable shortens s to 64 bytes and replaces bytes outside printable
-// ASCII with '?', so names from untrusted files are safe in messages. The
-// C loader does the same.
-func printable(s string) string {
-	const max = 64
-	long := len(s) > max
-	if long {
-		s = s[:max]
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e {
-			c = '?'
-		}
-		b.WriteByte(c)
-	}
-	if long {
-		b.WriteString("...")
-	}
-	return b.String()
 }
