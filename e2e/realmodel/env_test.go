@@ -1,7 +1,6 @@
 package realmodel
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -197,15 +195,3 @@ func readPrompts(tb testing.TB) []prompt {
 	return ps
 }
 
-// readLines is the non-empty lines of r.
-func readLines(r io.Reader) []string {
-	var out []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
