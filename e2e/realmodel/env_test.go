@@ -194,4 +194,3 @@ func readPrompts(tb testing.TB) []prompt {
 	}
 	return ps
 }
-
