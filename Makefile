@@ -90,8 +90,9 @@ bench: models build $(SE_BIN) $(BS_BIN) ## every benchmark (16-21 min), summaris
 	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) BENCHSTAT=$(CURDIR)/$(BS_BIN) scripts/bench.sh $${BENCHCOUNT:-6}
 
 .PHONY: screenshot
-screenshot: build models ## regenerate docs/status-page.png, the README's picture of the status page (daemon, sidecar, PAGE_TRAFFIC of traffic, default 3m; headless chromium)
+screenshot: build models real-model ## regenerate docs/status-page.png, the README's picture of the status page (daemon on the trained SmolLM2, sidecar, PAGE_TRAFFIC of traffic, default 3m; headless chromium)
 	PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_PAGE_TRAFFIC=$${PAGE_TRAFFIC:-3m} \
+		PICOMETER_PAGE_MODEL=$(CURDIR)/$(MODELS)/smollm2-135m-instruct-q4_1.gguf \
 		$(GO) test -count=1 -timeout 20m -run 'TestLivePage$$' ./e2e/
 	@mkdir -p docs
 	cp build/status-page.png docs/status-page.png

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -131,6 +132,8 @@ type chatResult struct {
 	PromptTokens     int
 	CompletionTokens int
 	Draft, Accepted  int
+	DecodeTokens     int     // usage.extra.decode_tokens
+	DecodeS, E2ES    float64 // usage.extra.decode_s, e2e_s
 }
 
 // chat sends a greedy chat completion of at most maxTokens tokens.
@@ -157,8 +160,11 @@ func chat(c *http.Client, addr string, msgs []message, maxTokens int) (chatResul
 			PromptTokens     int `json:"prompt_tokens"`
 			CompletionTokens int `json:"completion_tokens"`
 			Extra            struct {
-				DraftTokens    int `json:"draft_tokens"`
-				AcceptedTokens int `json:"accepted_tokens"`
+				DraftTokens    int     `json:"draft_tokens"`
+				AcceptedTokens int     `json:"accepted_tokens"`
+				DecodeTokens   int     `json:"decode_tokens"`
+				DecodeS        float64 `json:"decode_s"`
+				E2ES           float64 `json:"e2e_s"`
 			} `json:"extra"`
 		} `json:"usage"`
 	}
@@ -172,6 +178,7 @@ func chat(c *http.Client, addr string, msgs []message, maxTokens int) (chatResul
 		Content: r.Choices[0].Message.Content, FinishReason: r.Choices[0].FinishReason,
 		PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens,
 		Draft: r.Usage.Extra.DraftTokens, Accepted: r.Usage.Extra.AcceptedTokens,
+		DecodeTokens: r.Usage.Extra.DecodeTokens, DecodeS: r.Usage.Extra.DecodeS, E2ES: r.Usage.Extra.E2ES,
 	}, nil
 }
 
@@ -194,3 +201,6 @@ func readPrompts(tb testing.TB) []prompt {
 	}
 	return ps
 }
+
+// testenvCPUs is the CPUs both servers get (every online one).
+func testenvCPUs() int { return runtime.NumCPU() }
