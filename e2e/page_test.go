@@ -157,6 +157,14 @@ func TestLivePage(t *testing.T) {
 			}
 		}
 	}
+	// One request alone, so the decode step chart has batch size 1 whatever
+	// the model's speed (on the trained model the waves keep 2-4 decoding).
+	for _, r := range drive(daemonAddr, traffic(modelName)[:1], 1) {
+		if r.err != nil || r.status != 200 {
+			t.Fatalf("solo request: HTTP %d, err %v", r.status, r.err)
+		}
+		sent, events = sent+1, events+1
+	}
 	t.Logf("sent %d requests (%d request events, %d errors) over %v", sent, events, errs, trafficFor)
 
 	// All of it arrived, and the sampler has taken two steps since: the
