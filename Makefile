@@ -34,7 +34,7 @@ build: ## build picometerd (cgo: the C engine), picometer-sidecar (no cgo: no li
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./sidecar/cmd/picometer-sidecar
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./alerts/cmd/picometer-rules
 
-image: models ## the OCI image archive build/picometer.oci.tar (IMAGE=name:tag): FROM scratch, static picometerd and picometer-sidecar, the default model at /models/default.gguf
+image: models ## the OCI image archive build/picometer.oci.tar (IMAGE=name:tag): FROM scratch, static picometerd and picometer-sidecar, the default model at /models/default.gguf, the socket volume /run/picometer (user 65532)
 	@mkdir -p build/image
 	$(GO) build -tags netgo,osusergo -trimpath -ldflags '-s -w -linkmode external -extldflags -static' -o build/image/ ./daemon/cmd/picometerd
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o build/image/ ./sidecar/cmd/picometer-sidecar

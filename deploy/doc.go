@@ -1,7 +1,8 @@
 // Package deploy holds what runs picometer past one machine: the kustomize
 // base and example overlay under kubernetes/, the generators of their
 // generated parts (the PrometheusRule from alerts/, the dashboards
-// ConfigMap from dashboards/), and the OCI image writer.
+// ConfigMap from dashboards/, the overlay's endpoint picker from the Gateway
+// API Inference Extension's published manifests), and the OCI image writer.
 //
 // It is its own Go module so that the Kubernetes, prometheus-operator,
 // kustomize, Gateway API Inference Extension and go-containerregistry
@@ -17,6 +18,8 @@
 //
 //	kubernetes/base/prometheusrule.yaml  from ../alerts/*.rules.yml
 //	kubernetes/base/dashboards.yaml      from ../dashboards/*.json
+//	kubernetes/overlays/example/epp.yaml from GIE's config/manifests at the
+//	                                     version go.mod pins (epp.go)
 package deploy
 
 //go:generate go run ./cmd/gendeploy -repo ..

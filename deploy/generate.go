@@ -42,7 +42,11 @@ func Files(repo string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{RulesFile: rules, DashboardsFile: dash}, nil
+	epp, err := EndpointPicker(repo)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{RulesFile: rules, DashboardsFile: dash, EPPFile: epp}, nil
 }
 
 // ruleFile is a Prometheus rule file: what alerts/ writes, whatever its

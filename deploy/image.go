@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,16 @@ const (
 	ImageModel        = "/models/default.gguf"
 	ImageUser         = "65532:65532"
 	ImageDaemonListen = "0.0.0.0:8000"
+	// ImageRuntimeDir is the image's XDG_RUNTIME_DIR: both programs'
+	// default socket is then ImageSocketDir/metrics.sock
+	// (schema.DefaultSocketPath). ImageSocketDir ships empty, owned by
+	// ImageUser with mode 0700 (what the sidecar requires of its default
+	// socket directory), and is the image's one VOLUME: the only writable
+	// path under a read-only root, shared by the daemon's and the sidecar's
+	// containers.
+	ImageRuntimeDir = "/run"
+	ImageSocketDir  = "/run/picometer"
+	imageUID        = 65532
 )
 
 // ImageSpec says what goes into the image.
@@ -47,17 +58,28 @@ type ImageSpec struct {
 }
 
 // Image builds the image: FROM scratch, one layer with the binaries, one
-// with the model (so a new model does not re-ship the binaries), an OCI
-// manifest and config. The entrypoint is picometerd with -model set, so
-// a pod's args (listen address, socket) keep the model; the sidecar's
-// container sets its command to ImageSidecar. Every timestamp is the Unix
-// epoch: the same inputs give the same digest.
+// with the socket directory (ImageSocketDir, a VOLUME), one with the
+// model (so a new model does not re-ship the binaries), an OCI manifest
+// and config. The entrypoint is picometerd with -model set, so a pod's
+// args (listen address, socket) keep the model; the default command
+// listens on ImageDaemonListen (all interfaces: a loopback address is
+// unreachable from outside a container). The sidecar's container sets its
+// command to ImageSidecar; with no flags it listens on loopback (its
+// built-in default), so a run line that publishes its port passes
+// -listen. With no flags both use ImageSocketDir/metrics.sock (through
+// XDG_RUNTIME_DIR). Every timestamp is the Unix epoch: the same inputs
+// give the same digest.
 func Image(spec ImageSpec) (v1.Image, error) {
 	bins, err := fileLayer(map[string]string{ImageDaemon: spec.Daemon, ImageSidecar: spec.Sidecar}, 0o755)
 	if err != nil {
 		return nil, err
 	}
 	adds := []mutate.Addendum{{Layer: bins, History: v1.History{CreatedBy: "picometerd, picometer-sidecar (static)"}}}
+	dir, err := socketDirLayer()
+	if err != nil {
+		return nil, err
+	}
+	adds = append(adds, mutate.Addendum{Layer: dir, History: v1.History{CreatedBy: "socket directory " + ImageSocketDir}})
 	if spec.Model != "" {
 		m, err := fileLayer(map[string]string{ImageModel: spec.Model}, 0o444)
 		if err != nil {
@@ -80,6 +102,8 @@ func Image(spec ImageSpec) (v1.Image, error) {
 	cf.Config.Entrypoint = []string{ImageDaemon, "-model=" + ImageModel}
 	cf.Config.Cmd = []string{"-listen=" + ImageDaemonListen}
 	cf.Config.User = ImageUser
+	cf.Config.Env = []string{"XDG_RUNTIME_DIR=" + ImageRuntimeDir}
+	cf.Config.Volumes = map[string]struct{}{ImageSocketDir: {}}
 	cf.Config.ExposedPorts = map[string]struct{}{"8000/tcp": {}, "9464/tcp": {}}
 	cf.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://github.com/picometer/picometer"}
 	img, err = mutate.ConfigFile(img, cf)
@@ -87,6 +111,34 @@ func Image(spec ImageSpec) (v1.Image, error) {
 		return nil, err
 	}
 	return mutate.CreatedAt(img, v1.Time{Time: time.Unix(0, 0).UTC()})
+}
+
+// socketDirLayer is a layer holding ImageRuntimeDir (root's, 0755) and
+// the empty ImageSocketDir (the image user's, 0700). Docker and Podman
+// copy the directory's owner and mode into the volume they create for it.
+func socketDirLayer() (v1.Layer, error) {
+	b := socketDirTar()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
+
+func socketDirTar() []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	epoch := time.Unix(0, 0)
+	for _, h := range []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(ImageRuntimeDir, "/") + "/", Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX},
+		{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(ImageSocketDir, "/") + "/", Mode: 0o700, Uid: imageUID, Gid: imageUID, ModTime: epoch, Format: tar.FormatPAX},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			panic(err) // writing headers to a bytes.Buffer cannot fail
+		}
+	}
+	if err := tw.Close(); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
 }
 
 // fileLayer is a gzipped OCI layer holding each source file at its image

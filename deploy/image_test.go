@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +55,12 @@ func TestImageArchive(t *testing.T) {
 	if !slices.Equal(cf.Config.Entrypoint, want) || cf.Config.User != ImageUser || cf.OS != "linux" {
 		t.Errorf("config entrypoint %q user %q os %q, want %q %q linux", cf.Config.Entrypoint, cf.Config.User, cf.OS, want, ImageUser)
 	}
+	if !slices.Equal(cf.Config.Env, []string{"XDG_RUNTIME_DIR=" + ImageRuntimeDir}) {
+		t.Errorf("config env %q, want XDG_RUNTIME_DIR=%s (the default socket then lands in %s)", cf.Config.Env, ImageRuntimeDir, ImageSocketDir)
+	}
+	if _, ok := cf.Config.Volumes[ImageSocketDir]; !ok || len(cf.Config.Volumes) != 1 {
+		t.Errorf("config volumes %v, want %s only", cf.Config.Volumes, ImageSocketDir)
+	}
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +76,25 @@ func TestImageArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := mutate.Extract(img)
-	files := extract(t, rc, root)
+	files, owners := extract(t, rc, root)
 	rc.Close()
+	// Read-only root: the image's user owns its socket directory (0700,
+	// as the sidecar requires of a default one) and nothing else.
+	sockDir := strings.TrimPrefix(ImageSocketDir, "/") + "/"
+	for name, o := range owners {
+		if want := [2]int{0, 0}; name == sockDir {
+			if o != [2]int{imageUID, imageUID} {
+				t.Errorf("%s owned by %v, want %d:%d", name, o, imageUID, imageUID)
+			}
+		} else if o != want {
+			t.Errorf("%s owned by %v, want root", name, o)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, ImageSocketDir)); err != nil {
+		t.Errorf("%s not in the image: %v", ImageSocketDir, err)
+	} else if !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s in the image: %v, want a directory of mode 0700", ImageSocketDir, fi.Mode())
+	}
 	wantFiles := []string{"models/default.gguf", "picometer-sidecar", "picometerd"}
 	if !slices.Equal(files, wantFiles) {
 		t.Fatalf("image files %v, want %v (FROM scratch)", files, wantFiles)
@@ -81,23 +103,22 @@ func TestImageArchive(t *testing.T) {
 		checkStatic(t, filepath.Join(root, bin))
 	}
 
+	if os.Geteuid() != 0 {
+		missing(t, "running the image needs root (chroot, uid 65532, a network namespace)")
+	}
+	// As a container runtime would: chrooted, as the image's user, with
+	// the image's environment, in a network namespace of its own (the
+	// pod's), the image's VOLUME as shipped (no flags name a socket).
+	ns := newNetns(t)
 	run := func(args ...string) *exec.Cmd {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(root, args[0]), args[1:]...)
-		if os.Geteuid() == 0 {
-			uid, gid := uint32(65532), uint32(65532)
-			cmd = exec.Command(args[0], args[1:]...)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uid, Gid: gid}}
-			cmd.Dir = "/"
-		} else {
-			t.Logf("not root: running %s without chroot, paths under %s", args[0], root)
-			for i, a := range cmd.Args {
-				cmd.Args[i] = strings.ReplaceAll(a, "=/", "="+root+"/")
-			}
-		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+		cmd.Dir = "/"
+		cmd.Env = cf.Config.Env
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
+		if err := ns.start(cmd); err != nil {
 			t.Fatalf("start %s: %v", args[0], err)
 		}
 		t.Cleanup(func() {
@@ -116,25 +137,38 @@ func TestImageArchive(t *testing.T) {
 		})
 		return cmd
 	}
-	sock := filepath.Join(root, "run", "picometer")
-	if err := os.Mkdir(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(sock, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(sock, 65532, 65532); err != nil {
-			t.Fatal(err)
+	hc := ns.client()
+	waitUp := func(url string, timeout time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			resp, err := hc.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not healthy after %v: %v", url, timeout, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	dAddr, sAddr := freeAddr(t), freeAddr(t)
-	run(ImageSidecar, "-listen="+sAddr, "-socket=/run/picometer/picometer.sock")
-	waitHealthy(t, "http://"+sAddr+"/health", 30*time.Second)
-	run(append(slices.Clone(cf.Config.Entrypoint), "-listen="+dAddr, "-metrics-socket=/run/picometer/picometer.sock")...)
-	waitHealthy(t, "http://"+dAddr+"/health", 60*time.Second)
+	// The sidecar with no flags: its built-in listen address, the image's
+	// socket directory through XDG_RUNTIME_DIR.
+	sAddr := "127.0.0.1:9464"
+	run(ImageSidecar)
+	waitUp("http://"+sAddr+"/health", 30*time.Second)
+	// The daemon as `docker run IMAGE` starts it: entrypoint and command.
+	dAddr := "127.0.0.1:" + ImageDaemonListen[strings.LastIndexByte(ImageDaemonListen, ':')+1:]
+	run(append(slices.Clone(cf.Config.Entrypoint), cf.Config.Cmd...)...)
+	waitUp("http://"+dAddr+"/health", 60*time.Second)
+	if _, err := os.Stat(filepath.Join(root, ImageSocketDir, "metrics.sock")); err != nil {
+		t.Errorf("the default socket is not in the image's socket directory: %v", err)
+	}
 
-	resp, err := http.Post("http://"+dAddr+"/v1/completions", "application/json",
+	resp, err := hc.Post("http://"+dAddr+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"hello","max_tokens":4}`))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +180,7 @@ func TestImageArchive(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get("http://" + sAddr + "/metrics")
+		resp, err := hc.Get("http://" + sAddr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,12 +196,14 @@ func TestImageArchive(t *testing.T) {
 	}
 }
 
-// extract unpacks a filesystem tar into root and returns its regular
-// files, sorted.
-func extract(t *testing.T, r io.Reader, root string) []string {
+// extract unpacks a filesystem tar into root, with the entries' modes and
+// (as root) owners, and returns its regular files, sorted, and every
+// entry's owner (directories with a trailing slash).
+func extract(t *testing.T, r io.Reader, root string) ([]string, map[string][2]int) {
 	t.Helper()
 	tr := tar.NewReader(r)
 	var files []string
+	owners := map[string][2]int{}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -186,6 +222,10 @@ func extract(t *testing.T, r io.Reader, root string) []string {
 			if err := os.MkdirAll(dst, 0o755); err != nil {
 				t.Fatal(err)
 			}
+			if err := os.Chmod(dst, os.FileMode(h.Mode).Perm()); err != nil {
+				t.Fatal(err)
+			}
+			owners[name+"/"] = [2]int{h.Uid, h.Gid}
 		case tar.TypeReg:
 			os.MkdirAll(filepath.Dir(dst), 0o755)
 			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode).Perm())
@@ -197,12 +237,20 @@ func extract(t *testing.T, r io.Reader, root string) []string {
 			}
 			f.Close()
 			files = append(files, name)
+			owners[name] = [2]int{h.Uid, h.Gid}
 		default:
 			t.Fatalf("layer entry %q of type %c", h.Name, h.Typeflag)
 		}
 	}
 	slices.Sort(files)
-	return files
+	if os.Geteuid() == 0 {
+		for name, o := range owners {
+			if err := os.Lchown(filepath.Join(root, name), o[0], o[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return files, owners
 }
 
 // checkStatic fails unless path is an ELF executable with no interpreter

@@ -13,6 +13,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -37,6 +38,16 @@ func newTyped(apiVersion, kind string) any {
 		return &corev1.Service{}
 	case "v1 ConfigMap":
 		return &corev1.ConfigMap{}
+	case "v1 ServiceAccount":
+		return &corev1.ServiceAccount{}
+	case "rbac.authorization.k8s.io/v1 Role":
+		return &rbacv1.Role{}
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		return &rbacv1.RoleBinding{}
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		return &rbacv1.ClusterRole{}
+	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+		return &rbacv1.ClusterRoleBinding{}
 	case "monitoring.coreos.com/v1 PodMonitor":
 		return &monitoringv1.PodMonitor{}
 	case "monitoring.coreos.com/v1 PrometheusRule":
@@ -135,7 +146,7 @@ func TestBase(t *testing.T) {
 	if got := list(objs); got != want {
 		t.Fatalf("objects:\n%s\nwant:\n%s", got, want)
 	}
-	checkPod(t, objs, "ghcr.io/picometer/picometer:0.1.0")
+	checkPodMonitor(t, objs, checkPod(t, objs, "ghcr.io/picometer/picometer:0.1.0"))
 	// `make image` names the archive's image as the base's Deployment does,
 	// so a loaded image is the one the manifests run.
 	mk, err := os.ReadFile("../Makefile")
@@ -180,12 +191,23 @@ func TestExampleOverlay(t *testing.T) {
 	var names []string
 	for _, o := range objs {
 		names = append(names, o.kind+" "+o.name)
-		if ns := o.obj.(metav1.Object).GetNamespace(); ns != "llm" {
-			t.Errorf("%s %s: namespace %q, want llm", o.kind, o.name, ns)
+		want := "llm"
+		if strings.HasSuffix(o.kind, " ClusterRole") || strings.HasSuffix(o.kind, " ClusterRoleBinding") {
+			want = ""
+		}
+		if ns := o.obj.(metav1.Object).GetNamespace(); ns != want {
+			t.Errorf("%s %s: namespace %q, want %q", o.kind, o.name, ns, want)
+		}
+		// One path into Prometheus: the sidecar pushes OTLP, so nothing
+		// scrapes it too (every series would be ingested twice).
+		if strings.HasSuffix(o.kind, " PodMonitor") {
+			t.Errorf("PodMonitor %s rendered while the sidecar pushes OTLP: double ingestion", o.name)
 		}
 	}
-	if len(objs) != 7 {
-		t.Errorf("%d objects, want the base's 5 + InferencePool + the Collector's ConfigMap", len(objs))
+	// The base's 5 less the PodMonitor, the InferencePool, its EPP's 8
+	// objects (epp.yaml), the Collector's ConfigMap, Deployment and Service.
+	if len(objs) != 16 {
+		t.Errorf("%d objects, want 16", len(objs))
 	}
 	d := checkPod(t, objs, "registry.example.com/picometer:0.1.0")
 
@@ -200,6 +222,8 @@ func TestExampleOverlay(t *testing.T) {
 	if len(pool.Spec.TargetPorts) != 1 || int32(pool.Spec.TargetPorts[0].Number) != containerPort(t, d, "picometerd", "http") {
 		t.Errorf("InferencePool targetPorts %v, want picometerd's http port", pool.Spec.TargetPorts)
 	}
+
+	checkEPP(t, objs, pool)
 
 	var collector *corev1.ConfigMap
 	for _, o := range objs {
@@ -247,6 +271,7 @@ func TestExampleOverlay(t *testing.T) {
 	if !strings.HasPrefix(endpoint, "http://otel-collector:4318/") {
 		t.Errorf("sidecar OTLP endpoint %q does not point at the Collector's OTLP/HTTP receiver", endpoint)
 	}
+	checkCollector(t, objs, collector)
 }
 
 func container(t *testing.T, d *appsv1.Deployment, name string) *corev1.Container {
@@ -274,7 +299,7 @@ func containerPort(t *testing.T, d *appsv1.Deployment, c, port string) int32 {
 // checkPod checks the pod the issue asks for: both binaries from image,
 // the socket directory shared through an emptyDir, /ready and /health probes, requests
 // and limits, non-root with a read-only root filesystem and no privilege
-// escalation; and that the Service and PodMonitor select it.
+// escalation; and that the Service selects it.
 func checkPod(t *testing.T, objs []object, image string) *appsv1.Deployment {
 	t.Helper()
 	d := find[appsv1.Deployment](t, objs, "picometer")
@@ -345,6 +370,13 @@ func checkPod(t *testing.T, objs []object, image string) *appsv1.Deployment {
 	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("Service selector %v does not select the pods", svc.Spec.Selector)
 	}
+	return d
+}
+
+// checkPodMonitor checks that the base's PodMonitor scrapes the sidecar's
+// metrics port of d's pods as job picometer-sidecar.
+func checkPodMonitor(t *testing.T, objs []object, d *appsv1.Deployment) {
+	t.Helper()
 	pm := find[monitoringv1.PodMonitor](t, objs, "picometer-sidecar")
 	pmSel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
 	if err != nil || !pmSel.Matches(labels.Set(d.Spec.Template.Labels)) {
@@ -364,7 +396,6 @@ func checkPod(t *testing.T, objs []object, image string) *appsv1.Deployment {
 	if job != "picometer-sidecar" {
 		t.Errorf("PodMonitor sets job %q, want picometer-sidecar (alerts/ and the dashboards select it)", job)
 	}
-	return d
 }
 
 func TestGeneratedUpToDate(t *testing.T) {
