@@ -80,10 +80,9 @@ func completionPromptTokens(c *http.Client, addr, text string) (int, error) {
 //     text, plus the <|im_end|> that ended it when finish_reason is "stop";
 //   - raw completions: usage.prompt_tokens of text (multilingual, code,
 //     whitespace runs, digits, emoji) equals its token count. A special
-//     token's text in a raw prompt is text for picometer (daemon/doc.go), so
-//     the oracle counts with split_special_tokens; vLLM and llama-server
-//     parse it as the special token instead (6 tokens, not 18, for
-//     "<|im_start|>user\nHi<|im_end|>\n").
+//     token's text in a raw prompt is that special token, for picometer
+//     (daemon/doc.go) as for Hugging Face, vLLM and llama-server (6 tokens,
+//     not 18, for "<|im_start|>user\nHi<|im_end|>\n").
 func TestLiveRealUsageVsHF(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short: starts picometerd on the 98 MB model and the HF oracle")

@@ -5,8 +5,9 @@ Reads JSON on stdin: {"model": GGUF path, "chats": [[{role, content}, ...], ...]
 chat rendered by transformers' apply_chat_template with the GGUF's own
 tokenizer.chat_template and add_generation_prompt, then tokenized),
 "text_tokens": [n, ...] (each text tokenized as is, a special token's text in
-it counted as text: split_special_tokens, picometer's documented contract for
-raw prompts, daemon/doc.go), "versions": {...}}. No special tokens are added
+it read as that special token, as Hugging Face, vLLM and llama-server read a
+raw prompt and picometer's /v1/completions does, daemon/doc.go), "versions":
+{...}}. No special tokens are added
 beyond what the template writes.
 
 The tokenizer is transformers' conversion of the GGUF's tokenizer metadata
@@ -48,7 +49,7 @@ def main():
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         out["chat_tokens"].append(len(tok(text, add_special_tokens=False)["input_ids"]))
     for text in req.get("texts", []):
-        ids = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        ids = tok(text, add_special_tokens=False)["input_ids"]
         out["text_tokens"].append(len(ids))
     json.dump(out, sys.stdout)
 
