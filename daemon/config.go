@@ -138,6 +138,8 @@ type EngineConfig struct {
 	BMax int `toml:"b_max"`
 	// SpecK is the speculative draft length; 0 turns speculation off. Default 4.
 	SpecK int `toml:"spec_k"`
+	// SpecNgramMin is the shortest n-gram match that drafts, 1..8. Default 2.
+	SpecNgramMin int `toml:"spec_ngram_min"`
 	// PrefillChunk is the most prompt tokens prefilled per slot per step. Default 64.
 	PrefillChunk int `toml:"prefill_chunk"`
 	// BlockSize is the KV-cache block size in tokens. Default 16.
@@ -239,7 +241,7 @@ func DefaultConfigOn(root fs.FS) Config {
 		LogLevel:           "info",
 		Compat:             true,
 		Engine: EngineConfig{
-			BMax: nc.BMax, SpecK: nc.SpecK, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
+			BMax: nc.BMax, SpecK: nc.SpecK, SpecNgramMin: nc.SpecNgramMin, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
 			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,
 			Backend: BackendNative, IREERuntime: DefaultIREERuntime,
 		},
@@ -377,6 +379,6 @@ func (c *Config) NativeConfig() native.Config {
 	e := c.Engine
 	nc.BMax, nc.SpecK, nc.PrefillChunk, nc.BlockSize = e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize
 	nc.KVBlocks, nc.MaxWaiting, nc.Threads, nc.Kernel = e.KVBlocks, e.MaxWaiting, e.Threads, e.Kernel
-	nc.Context = e.Context
+	nc.Context, nc.SpecNgramMin = e.Context, e.SpecNgramMin
 	return nc
 }

@@ -14,6 +14,9 @@ import (
 const (
 	MaxBatch = 64 // largest BMax
 	MaxSpecK = 8  // largest SpecK
+	// MaxSpecNgram is the longest n-gram the draft lookup matches, the
+	// largest SpecNgramMin.
+	MaxSpecNgram = 8
 )
 
 // Config configures an engine. Start from [DefaultConfig]; [Config.Validate]
@@ -25,6 +28,11 @@ type Config struct {
 	// SpecK is the n-gram speculative draft length; 0 turns speculation off.
 	// Default 4, 0..MaxSpecK.
 	SpecK int
+	// SpecNgramMin is the shortest n-gram match (the request's last tokens
+	// seen earlier in its prompt or output) that proposes a draft; longer
+	// matches are preferred up to 8 tokens. 0 means the default, 2
+	// (docs/SPECULATIVE.md); otherwise 1..8.
+	SpecNgramMin int
 	// PrefillChunk is the most prompt tokens one slot prefills per step, so a
 	// long prompt stalls the decoding of others for at most one chunk.
 	// Default 64.
@@ -67,7 +75,7 @@ const DefaultContext = 4096
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{BMax: 8, SpecK: 4, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
+	return Config{BMax: 8, SpecK: 4, SpecNgramMin: 2, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
 		Threads: min(runtime.NumCPU(), 64), StepRing: 4096, Kernel: "auto"}
 }
 
@@ -79,6 +87,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("b_max: %d not in 1..%d", c.BMax, MaxBatch)
 	case c.SpecK < 0 || c.SpecK > MaxSpecK:
 		return fmt.Errorf("spec_k: %d not in 0..%d", c.SpecK, MaxSpecK)
+	case c.SpecNgramMin < 0 || c.SpecNgramMin > MaxSpecNgram:
+		return fmt.Errorf("spec_ngram_min: %d not 0 or in 1..%d", c.SpecNgramMin, MaxSpecNgram)
 	case c.PrefillChunk < 1 || c.PrefillChunk > math.MaxInt32:
 		return fmt.Errorf("prefill_chunk: %d not in 1..%d", c.PrefillChunk, math.MaxInt32)
 	case c.BlockSize < 1 || c.BlockSize > math.MaxInt32:

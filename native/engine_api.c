@@ -41,6 +41,7 @@ void pm_engine_config_default(pm_engine_config *c)
 	memset(c, 0, sizeof *c);
 	c->b_max = 8;
 	c->spec_k = 4;
+	c->spec_ngram_min = PM_SPEC_NGRAM_MIN_DEFAULT;
 	c->prefill_chunk = 64;
 	c->block_size = 16;
 	c->kv_blocks = 0;
@@ -57,6 +58,9 @@ static int check_config(pm_engine *e, const pm_engine_config *c)
 		return seterr(e, PM_ERR_ARG, "b_max: %d not in 1..%d", (int)c->b_max, PM_MAX_BATCH);
 	if (c->spec_k < 0 || c->spec_k > PM_MAX_SPEC_K)
 		return seterr(e, PM_ERR_ARG, "spec_k: %d not in 0..%d", (int)c->spec_k, PM_MAX_SPEC_K);
+	if (c->spec_ngram_min < 0 || c->spec_ngram_min > PM_SPEC_NGRAM_MAX)
+		return seterr(e, PM_ERR_ARG, "spec_ngram_min: %d not 0 or in 1..%d", (int)c->spec_ngram_min,
+			      PM_SPEC_NGRAM_MAX);
 	if (c->prefill_chunk < 1)
 		return seterr(e, PM_ERR_ARG, "prefill_chunk: %d < 1", (int)c->prefill_chunk);
 	if (c->block_size < 1)
@@ -100,6 +104,8 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 		return rc;
 	e->m = m;
 	e->cfg = *cfg;
+	if (e->cfg.spec_ngram_min == 0)
+		e->cfg.spec_ngram_min = PM_SPEC_NGRAM_MIN_DEFAULT;
 	if ((rc = forward_select_kernels(e)))
 		return rc;
 	forward_build_geo(e);

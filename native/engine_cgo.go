@@ -73,6 +73,7 @@ func Open(path string, cfg Config) (*Engine, error) {
 	cc := C.pm_engine_config{
 		b_max:         C.int32_t(cfg.BMax),
 		spec_k:        C.int32_t(cfg.SpecK),
+		spec_ngram_min: C.int32_t(cfg.SpecNgramMin),
 		prefill_chunk: C.int32_t(cfg.PrefillChunk),
 		block_size:    C.int32_t(cfg.BlockSize),
 		kv_blocks:     C.int32_t(cfg.KVBlocks),

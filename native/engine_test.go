@@ -339,6 +339,34 @@ func TestSpecOnOffIdentical(t *testing.T) {
 	}
 }
 
+// TestSpecNgramMin: the shortest match that drafts changes how much is
+// drafted, never the tokens: every minimum gives spec off's greedy output,
+// and requiring 8 matching tokens drafts less than requiring 1.
+func TestSpecNgramMin(t *testing.T) {
+	p := Params{MaxTokens: 60}
+	off := open(t, func(c *Config) { c.SpecK = 0 })
+	drafted := map[int]int{}
+	for _, n := range []int{1, 2, 4, 8} {
+		on := open(t, func(c *Config) { c.SpecK = 4; c.SpecNgramMin = n })
+		for i := 0; i < 4; i++ {
+			a := solo(t, off, repetitive(i, 40), p)
+			b := solo(t, on, repetitive(i, 40), p)
+			if !slices.Equal(a.out, b.out) {
+				t.Fatalf("spec_ngram_min %d, prompt %d: spec off %v\nspec on %v", n, i, a.out, b.out)
+			}
+			drafted[n] += b.stats.DraftTokens
+		}
+	}
+	if drafted[1] == 0 || drafted[8] >= drafted[1] {
+		t.Fatalf("drafted tokens by spec_ngram_min: %v; want some at 1 and fewer at 8", drafted)
+	}
+	bad := DefaultConfig()
+	bad.SpecNgramMin = 9
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "spec_ngram_min") {
+		t.Fatalf("spec_ngram_min 9: %v, want an error naming it", err)
+	}
+}
+
 func TestSeedDeterminism(t *testing.T) {
 	p := Params{MaxTokens: 40, Temperature: 1, Seed: 42}
 	e := open(t, nil)

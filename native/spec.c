@@ -3,8 +3,8 @@
  * budget.
  *
  * Contract: spec_draft proposes a draft for a decoding slot by prompt
- * lookup (the longest suffix of the request's tokens, NGRAM_MIN..NGRAM_MAX
- * long, that occurred before: the tokens that followed it), never reaching
+ * lookup (the longest suffix of the request's tokens, spec_ngram_min..
+ * PM_SPEC_NGRAM_MAX long, that occurred before: the tokens that followed it), never reaching
  * beyond max_tokens or the context; a request whose drafts were rejected
  * outright backs off (spec_verified). spec_ration trims a step's drafts to
  * the verify budget. Drafts change only speed: the scheduler verifies
@@ -15,12 +15,13 @@
 
 #include "engine_internal.h"
 
-/* n-gram lookup: the longest suffix of the context (at most NGRAM_MAX tokens,
- * at least NGRAM_MIN) that occurred before; the tokens after it are the draft.
- * With byte tokens a 1-token match predicts little: on the default model
- * ~1-2% of such drafts were accepted. */
-#define NGRAM_MAX 8
-#define NGRAM_MIN 2
+/* n-gram lookup: the longest suffix of the context (at most
+ * PM_SPEC_NGRAM_MAX tokens, at least cfg.spec_ngram_min) that occurred
+ * before; the tokens after it are the draft. With byte tokens a 1-token
+ * match predicts little: on the default model ~1-2% of such drafts were
+ * accepted; the default minimum (2) was chosen on the trained model's
+ * workloads (docs/SPECULATIVE.md). */
+#define NGRAM_MAX PM_SPEC_NGRAM_MAX
 
 /*
  * A request whose draft was rejected outright skips its next 2^f - 1
@@ -43,7 +44,7 @@
 
 /*
  * lookup proposes a draft for r: find the earlier occurrence of the longest
- * suffix of its tokens (NGRAM_MIN..NGRAM_MAX long; the most recent one among
+ * suffix of its tokens (spec_ngram_min..NGRAM_MAX long; the most recent one among
  * equals) and copy up to kmax tokens that followed it. Drafts never reach
  * beyond max_tokens or the context.
  */
@@ -68,7 +69,7 @@ static int lookup(const pm_engine *e, const req *r, int32_t *draft, int32_t *mat
 			at = j;
 		}
 	}
-	if (best < NGRAM_MIN)
+	if (best < e->cfg.spec_ngram_min)
 		return 0;
 	if (d > n - 1 - at)
 		d = n - 1 - at;

@@ -4,7 +4,7 @@
 // sidecar's unix socket. See daemon.Config for the configuration file.
 //
 //	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
-//	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--context N]
+//	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--spec-ngram-min N] [--context N]
 //	           [--backend native|iree]
 //	           [--threads N]
 //
@@ -47,6 +47,7 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 		socket     = fl.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
 		bMax       = fl.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
 		specK      = fl.Int("spec-k", def.Engine.SpecK, "speculative draft length `k`, 0 for none; overrides engine.spec_k")
+		specNgram  = fl.Int("spec-ngram-min", def.Engine.SpecNgramMin, "shortest n-gram match `n` (1..8) that proposes a speculative draft; overrides engine.spec_ngram_min")
 		chatTmpl   = fl.String("chat-template", def.ChatTemplate, "Jinja chat template `file` replacing the model file's tokenizer.chat_template; overrides chat_template")
 		backend    = fl.String("backend", def.Engine.Backend, "engine `name`: native (the C engine) or iree (only in a binary built with -tags iree; docs/IREE.md); overrides engine.backend")
 		ctxLen     = fl.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
@@ -86,12 +87,13 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 				cfg.Metrics.Socket = ""
 			}
 		},
-		"b-max":         func() { cfg.Engine.BMax = *bMax },
-		"spec-k":        func() { cfg.Engine.SpecK = *specK },
-		"context":       func() { cfg.Engine.Context = *ctxLen },
-		"chat-template": func() { cfg.ChatTemplate = *chatTmpl },
-		"backend":       func() { cfg.Engine.Backend = *backend },
-		"threads":       func() { cfg.Engine.Threads = *threads },
+		"b-max":          func() { cfg.Engine.BMax = *bMax },
+		"spec-k":         func() { cfg.Engine.SpecK = *specK },
+		"spec-ngram-min": func() { cfg.Engine.SpecNgramMin = *specNgram },
+		"context":        func() { cfg.Engine.Context = *ctxLen },
+		"chat-template":  func() { cfg.ChatTemplate = *chatTmpl },
+		"backend":        func() { cfg.Engine.Backend = *backend },
+		"threads":        func() { cfg.Engine.Threads = *threads },
 	})
 	if err := cfg.ApplyEnv(os.Getenv); err != nil {
 		fail(err)
