@@ -36,7 +36,7 @@ func TestConfigFiles(t *testing.T) {
 	full.IdleTimeout, full.ShutdownGrace, full.LogLevel = time.Minute, 5*time.Second, "debug"
 	full.Compat = false
 	full.StreamKeepAlive, full.CORSOrigins = 5*time.Second, []string{"http://localhost:5173", "*"}
-	full.Engine = EngineConfig{BMax: 4, SpecK: 0, PrefillChunk: 32, BlockSize: 32, KVBlocks: 64, MaxWaiting: 16, Threads: 2, Kernel: "portable", Context: 2048,
+	full.Engine = EngineConfig{BMax: 4, SpecK: 0, SpecNgramMin: 3, PrefillChunk: 32, BlockSize: 32, KVBlocks: 64, MaxWaiting: 16, Threads: 2, Kernel: "portable", Context: 2048,
 		Backend: "native", IREERuntime: "/opt/iree/libshortfin.so"}
 	full.Metrics = MetricsConfig{Socket: "/run/picometer/events.sock", Queue: 1024, SnapshotInterval: 500 * time.Millisecond,
 		WriteTimeout: 2 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 10 * time.Second, FlushTimeout: 3 * time.Second}

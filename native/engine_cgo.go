@@ -71,17 +71,17 @@ func Open(path string, cfg Config) (*Engine, error) {
 		}
 	}
 	cc := C.pm_engine_config{
-		b_max:         C.int32_t(cfg.BMax),
-		spec_k:        C.int32_t(cfg.SpecK),
+		b_max:          C.int32_t(cfg.BMax),
+		spec_k:         C.int32_t(cfg.SpecK),
 		spec_ngram_min: C.int32_t(cfg.SpecNgramMin),
-		prefill_chunk: C.int32_t(cfg.PrefillChunk),
-		block_size:    C.int32_t(cfg.BlockSize),
-		kv_blocks:     C.int32_t(cfg.KVBlocks),
-		max_waiting:   C.int32_t(cfg.MaxWaiting),
-		threads:       C.int32_t(cfg.Threads),
-		step_ring:     C.int32_t(cfg.StepRing),
-		kernel:        C.PM_KERNEL_AUTO,
-		ctx:           C.int32_t(cfg.Context),
+		prefill_chunk:  C.int32_t(cfg.PrefillChunk),
+		block_size:     C.int32_t(cfg.BlockSize),
+		kv_blocks:      C.int32_t(cfg.KVBlocks),
+		max_waiting:    C.int32_t(cfg.MaxWaiting),
+		threads:        C.int32_t(cfg.Threads),
+		step_ring:      C.int32_t(cfg.StepRing),
+		kernel:         C.PM_KERNEL_AUTO,
+		ctx:            C.int32_t(cfg.Context),
 	}
 	if cfg.NoMetrics {
 		cc.no_metrics = 1
