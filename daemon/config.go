@@ -138,7 +138,7 @@ type EngineConfig struct {
 	BMax int `toml:"b_max"`
 	// SpecK is the speculative draft length; 0 turns speculation off. Default 4.
 	SpecK int `toml:"spec_k"`
-	// SpecNgramMin is the shortest n-gram match that drafts, 1..8. Default 2.
+	// SpecNgramMin is the shortest n-gram match that drafts, 1..8. Default 3.
 	SpecNgramMin int `toml:"spec_ngram_min"`
 	// PrefillChunk is the most prompt tokens prefilled per slot per step. Default 64.
 	PrefillChunk int `toml:"prefill_chunk"`

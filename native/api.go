@@ -30,7 +30,7 @@ type Config struct {
 	SpecK int
 	// SpecNgramMin is the shortest n-gram match (the request's last tokens
 	// seen earlier in its prompt or output) that proposes a draft; longer
-	// matches are preferred up to 8 tokens. 0 means the default, 2
+	// matches are preferred up to 8 tokens. 0 means the default, 3
 	// (docs/SPECULATIVE.md); otherwise 1..8.
 	SpecNgramMin int
 	// PrefillChunk is the most prompt tokens one slot prefills per step, so a
@@ -75,7 +75,7 @@ const DefaultContext = 4096
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{BMax: 8, SpecK: 4, SpecNgramMin: 2, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
+	return Config{BMax: 8, SpecK: 4, SpecNgramMin: 3, PrefillChunk: 64, BlockSize: 16, MaxWaiting: 256,
 		Threads: min(runtime.NumCPU(), 64), StepRing: 4096, Kernel: "auto"}
 }
 

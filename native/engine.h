@@ -26,7 +26,7 @@
 #define PM_MAX_BATCH 64 /* largest b_max (schema.MaxBatch) */
 #define PM_MAX_SPEC_K 8 /* largest spec_k (schema.MaxSpecK) */
 #define PM_SPEC_NGRAM_MAX 8 /* longest n-gram the draft lookup matches */
-#define PM_SPEC_NGRAM_MIN_DEFAULT 2 /* docs/SPECULATIVE.md */
+#define PM_SPEC_NGRAM_MIN_DEFAULT 3 /* docs/SPECULATIVE.md */
 #define PM_MAX_STOP 16  /* most stop tokens per request */
 #define PM_MAX_TOP_LOGPROBS 20 /* most alternatives reported per output token */
 #define PM_ERRMSG_MAX 256
@@ -56,7 +56,7 @@ typedef struct {
 	int32_t ctx;           /* context: most tokens (prompt + output) of one request; sizes the KV
 				* cache and per-request buffers. 0 = the model's context_length, at
 				* most PM_DEFAULT_CTX; else 2..the model's context_length */
-	int32_t spec_ngram_min; /* shortest n-gram match that drafts, 0 = default (2),
+	int32_t spec_ngram_min; /* shortest n-gram match that drafts, 0 = default (3),
 				 * else 1..PM_SPEC_NGRAM_MAX */
 } pm_engine_config;
 

@@ -19,7 +19,7 @@
  * PM_SPEC_NGRAM_MAX tokens, at least cfg.spec_ngram_min) that occurred
  * before; the tokens after it are the draft. With byte tokens a 1-token
  * match predicts little: on the default model ~1-2% of such drafts were
- * accepted; the default minimum (2) was chosen on the trained model's
+ * accepted; the default minimum (3) was chosen on the trained model's
  * workloads (docs/SPECULATIVE.md). */
 #define NGRAM_MAX PM_SPEC_NGRAM_MAX
 

@@ -42,10 +42,10 @@ func BenchmarkSpecReal(b *testing.B) {
 	if v := os.Getenv("PICOMETER_SPEC_ROUNDS"); v != "" {
 		rounds, _ = strconv.Atoi(v)
 	}
-	// spec_k 0 (off), 2, 4, 8 at the default n-gram minimum (2), and spec_k 4
-	// at minimums 1, 3 and 4: the two defaults docs/SPECULATIVE.md tunes.
+	// spec_k 0 (off), 2, 4, 8 at the default n-gram minimum (3), and spec_k 4
+	// at minimums 1, 2 and 4: the two defaults docs/SPECULATIVE.md tunes.
 	type specCfg struct{ k, nmin int }
-	ks := []specCfg{{0, 2}, {2, 2}, {4, 2}, {8, 2}, {4, 1}, {4, 3}, {4, 4}}
+	ks := []specCfg{{0, 3}, {2, 3}, {4, 3}, {8, 3}, {4, 1}, {4, 2}, {4, 4}}
 	daemons := make([]*server, len(ks))
 	for i, k := range ks {
 		daemons[i] = startDaemon(b, "--spec-k", strconv.Itoa(k.k), "--spec-ngram-min", strconv.Itoa(k.nmin), "--b-max", "1")
