@@ -175,6 +175,7 @@ func OpenEngine(path string, o Options) (*Engine, error) {
 		return nil, argErr("context: %d exceeds the model's context_length %d", ctx, m.Context)
 	}
 	cfg.Context, cfg.SpecK = ctx, 0
+	cfg.KVBlocks = cfg.BMax * ((ctx + cfg.BlockSize - 1) / cfg.BlockSize) // what the slots reserve
 	sh := Shape{Dim: m.Dim, Layers: len(m.Layers), Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 		FFN: m.FFN, Vocab: m.Vocab, Context: ctx, RMSEps: m.RMSEps, RopeNeox: m.RopeNeox}
 	src, err := StepMLIR(sh, cfg.BMax)
@@ -300,7 +301,8 @@ func (e *Engine) load(m *reference.Model) error {
 // Info describes the loaded model; ContextLength is the engine's context.
 func (e *Engine) Info() native.ModelInfo { return e.info }
 
-// Config returns the effective configuration (SpecK 0, Context resolved).
+// Config returns the effective configuration (SpecK 0, Context resolved,
+// KVBlocks the blocks the slots reserve).
 func (e *Engine) Config() native.Config { return e.cfg }
 
 // Close frees the device, its buffers and the runtime.
