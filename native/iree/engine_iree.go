@@ -283,9 +283,10 @@ func (e *Engine) load(m *reference.Model) error {
 	buf(m.OutNorm, d)
 	buf(m.Output, int64(s.Vocab), d)
 	zero := make([]float32, int64(b)*c*k)
+	p, hd := int64(b*s.KVHeads), int64(s.HeadDim)
 	for range m.Layers {
-		e.kc = append(e.kc, buf(zero, int64(b), c, k))
-		e.vc = append(e.vc, buf(zero, int64(b), c, k))
+		e.kc = append(e.kc, buf(zero, p, c, hd))
+		e.vc = append(e.vc, buf(zero, p, c, hd))
 	}
 	if err != nil {
 		return err

@@ -199,15 +199,21 @@ func (e *Engine) forward(rows []*slot) error {
 	if err := e.mod.ReadResult(0, e.logits); err != nil {
 		return err
 	}
-	k := s.KVHeads * s.HeadDim
+	hd := s.HeadDim
 	for l := 0; l < s.Layers; l++ {
 		for j, cache := range []Buffer{e.kc[l], e.vc[l]} {
 			if err := e.mod.ReadResult(1+2*l+j, e.kv); err != nil {
 				return err
 			}
+			// The caches are head-major: row (slot, kv head) p holds that
+			// head's [Context][HeadDim].
 			for _, r := range rows {
-				if err := e.mod.Write(cache, (r.i*s.Context+r.pos)*k, e.kv[r.i*k:(r.i+1)*k]); err != nil {
-					return err
+				for h := 0; h < s.KVHeads; h++ {
+					p := r.i*s.KVHeads + h
+					src := e.kv[(p)*hd : (p+1)*hd]
+					if err := e.mod.Write(cache, (p*s.Context+r.pos)*hd, src); err != nil {
+						return err
+					}
 				}
 			}
 		}

@@ -27,7 +27,7 @@ import (
 //	  wo [Dim][Q], ffn_norm [Dim], wgate [FFN][Dim], wup [FFN][Dim],
 //	  wdown [Dim][FFN]
 //	out_norm [Dim], output [Vocab][Dim]
-//	per layer: kcache [B][C][K], vcache [B][C][K]
+//	per layer: kcache [B*KVHeads][C][HeadDim], vcache the same (head-major)
 //
 // Results: logits [B][Vocab], then per layer k [B][K] and v [B][K] of the
 // tokens just run (RoPE applied to k).
@@ -118,57 +118,61 @@ func (g *bgen) rope(x string, heads int) string {
 
 // attention returns, per row, softmax over the cache rows before pos (the
 // mask) and the token's own k of q·k/√hd, times the matching v rows,
-// heads grouped over their KV head; [B][Heads*HeadDim].
+// heads grouped over their KV head; [B][Heads*HeadDim]. The caches are
+// head-major, [B*KVHeads][C][HeadDim], so both products are batched
+// matmuls over (slot, kv head), which data tiling packs.
 func (g *bgen) attention(q, kn, vn, kc, vc string) string {
 	s, b := g.s, g.b
 	kvh, grp, hd, c := s.KVHeads, s.Heads/s.KVHeads, s.HeadDim, s.Context
-	k := kvh * hd
-	q4, kn3, vn3, kc4, vc4 := g.tmp(), g.tmp(), g.tmp(), g.tmp(), g.tmp()
+	k, p := kvh*hd, b*kvh
+	q4, q3, kn2, vn2 := g.tmp(), g.tmp(), g.tmp(), g.tmp()
 	g.line("%s = tensor.expand_shape %s [[0], [1, 2, 3]] output_shape [%d, %d, %d, %d] : %s into %s", q4, q, b, kvh, grp, hd, ty(b, kvh*grp*hd), ty(b, kvh, grp, hd))
-	g.line("%s = tensor.expand_shape %s [[0], [1, 2]] output_shape [%d, %d, %d] : %s into %s", kn3, kn, b, kvh, hd, ty(b, k), ty(b, kvh, hd))
-	g.line("%s = tensor.expand_shape %s [[0], [1, 2]] output_shape [%d, %d, %d] : %s into %s", vn3, vn, b, kvh, hd, ty(b, k), ty(b, kvh, hd))
-	g.line("%s = tensor.expand_shape %s [[0], [1], [2, 3]] output_shape [%d, %d, %d, %d] : %s into %s", kc4, kc, b, c, kvh, hd, ty(b, c, k), ty(b, c, kvh, hd))
-	g.line("%s = tensor.expand_shape %s [[0], [1], [2, 3]] output_shape [%d, %d, %d, %d] : %s into %s", vc4, vc, b, c, kvh, hd, ty(b, c, k), ty(b, c, kvh, hd))
+	g.line("%s = tensor.collapse_shape %s [[0, 1], [2], [3]] : %s into %s", q3, q4, ty(b, kvh, grp, hd), ty(p, grp, hd))
+	for _, x := range [][2]string{{kn2, kn}, {vn2, vn}} {
+		e := g.tmp()
+		g.line("%s = tensor.expand_shape %s [[0], [1, 2]] output_shape [%d, %d, %d] : %s into %s", e, x[1], b, kvh, hd, ty(b, k), ty(b, kvh, hd))
+		g.line("%s = tensor.collapse_shape %s [[0, 1], [2]] : %s into %s", x[0], e, ty(b, kvh, hd), ty(p, hd))
+	}
 	scale := fmt.Sprintf("%%sq = arith.constant %e : f32", sqrt(float64(hd)))
-	four := []string{"parallel", "parallel", "parallel", "parallel"}
+	three := []string{"parallel", "parallel", "parallel"}
+	red3 := []string{"parallel", "parallel", "reduction"}
 	red4 := []string{"parallel", "parallel", "parallel", "reduction"}
-	sc, sr := ty(b, kvh, grp, c), ty(b, kvh, grp)
-	// Scores against the cache, scaled and masked.
-	dots := g.generic("b, h, r, t, d", []string{"parallel", "parallel", "parallel", "parallel", "reduction"},
-		[]string{"b, h, r, d", "b, t, h, d", "b, h, r, t"}, []string{q4, kc4}, []string{ty(b, kvh, grp, hd), ty(b, c, kvh, hd)},
-		g.filled("%zero", b, kvh, grp, c), sc, []string{"%m = arith.mulf %a0, %a1 : f32", "%s = arith.addf %a2, %m : f32"}, "%s")
-	scaled := g.generic("b, h, r, t", four, []string{"b, h, r, t", "b, t", "b, h, r, t"}, []string{dots, "%mask"},
-		[]string{sc, ty(b, c)}, g.filled("%zero", b, kvh, grp, c), sc,
-		[]string{scale, "%y = arith.divf %a0, %sq : f32", "%r = arith.addf %y, %a1 : f32"}, "%r")
-	// The token's own score.
-	own := g.generic("b, h, r, d", red4, []string{"b, h, r, d", "b, h, d", "b, h, r"}, []string{q4, kn3},
-		[]string{ty(b, kvh, grp, hd), ty(b, kvh, hd)}, g.filled("%zero", b, kvh, grp), sr,
+	sc, sr := ty(p, grp, c), ty(p, grp)
+	mb := fmt.Sprintf("p floordiv %d, t", kvh) // the mask row of (slot, kv head) p
+	dots := g.generic("p, r, t, d", red4, []string{"p, r, d", "p, t, d", "p, r, t"}, []string{q3, kc},
+		[]string{ty(p, grp, hd), ty(p, c, hd)}, g.filled("%zero", p, grp, c), sc,
 		[]string{"%m = arith.mulf %a0, %a1 : f32", "%s = arith.addf %a2, %m : f32"}, "%s")
-	ownScaled := g.generic("b, h, r", []string{"parallel", "parallel", "parallel"}, []string{"b, h, r", "b, h, r"}, []string{own},
-		[]string{sr}, g.filled("%zero", b, kvh, grp), sr, []string{scale, "%r = arith.divf %a0, %sq : f32"}, "%r")
-	// max over the cache rows, starting from the own score.
-	mx := g.generic("b, h, r, t", red4, []string{"b, h, r, t", "b, h, r"}, []string{scaled}, []string{sc},
+	scaled := g.generic("p, r, t", three, []string{"p, r, t", mb, "p, r, t"}, []string{dots, "%mask"},
+		[]string{sc, ty(b, c)}, g.filled("%zero", p, grp, c), sc,
+		[]string{scale, "%y = arith.divf %a0, %sq : f32", "%r = arith.addf %y, %a1 : f32"}, "%r")
+	own := g.generic("p, r, d", red3, []string{"p, r, d", "p, d", "p, r"}, []string{q3, kn2},
+		[]string{ty(p, grp, hd), ty(p, hd)}, g.filled("%zero", p, grp), sr,
+		[]string{"%m = arith.mulf %a0, %a1 : f32", "%s = arith.addf %a2, %m : f32"}, "%s")
+	ownScaled := g.generic("p, r", []string{"parallel", "parallel"}, []string{"p, r", "p, r"}, []string{own},
+		[]string{sr}, g.filled("%zero", p, grp), sr, []string{scale, "%r = arith.divf %a0, %sq : f32"}, "%r")
+	mx := g.generic("p, r, t", red3, []string{"p, r, t", "p, r"}, []string{scaled}, []string{sc},
 		ownScaled, sr, []string{"%r = arith.maximumf %a0, %a1 : f32"}, "%r")
-	ex := g.generic("b, h, r, t", four, []string{"b, h, r, t", "b, h, r", "b, h, r, t"}, []string{scaled, mx},
-		[]string{sc, sr}, g.filled("%zero", b, kvh, grp, c), sc, []string{"%s = arith.subf %a0, %a1 : f32", "%r = math.exp %s : f32"}, "%r")
-	exOwn := g.generic("b, h, r", []string{"parallel", "parallel", "parallel"}, []string{"b, h, r", "b, h, r", "b, h, r"},
-		[]string{ownScaled, mx}, []string{sr, sr}, g.filled("%zero", b, kvh, grp), sr,
+	ex := g.generic("p, r, t", three, []string{"p, r, t", "p, r", "p, r, t"}, []string{scaled, mx},
+		[]string{sc, sr}, g.filled("%zero", p, grp, c), sc, []string{"%s = arith.subf %a0, %a1 : f32", "%r = math.exp %s : f32"}, "%r")
+	exOwn := g.generic("p, r", []string{"parallel", "parallel"}, []string{"p, r", "p, r", "p, r"},
+		[]string{ownScaled, mx}, []string{sr, sr}, g.filled("%zero", p, grp), sr,
 		[]string{"%s = arith.subf %a0, %a1 : f32", "%r = math.exp %s : f32"}, "%r")
-	sum := g.generic("b, h, r, t", red4, []string{"b, h, r, t", "b, h, r"}, []string{ex}, []string{sc},
+	sum := g.generic("p, r, t", red3, []string{"p, r, t", "p, r"}, []string{ex}, []string{sc},
 		exOwn, sr, []string{"%r = arith.addf %a1, %a0 : f32"}, "%r")
-	// Σ p·v: the own row first (as the init), then the cache rows.
-	ownV := g.generic("b, h, r, d", four, []string{"b, h, r", "b, h, d", "b, h, r, d"}, []string{exOwn, vn3},
-		[]string{sr, ty(b, kvh, hd)}, g.filled("%zero", b, kvh, grp, hd), ty(b, kvh, grp, hd),
+	ownV := g.generic("p, r, d", three, []string{"p, r", "p, d", "p, r, d"}, []string{exOwn, vn2},
+		[]string{sr, ty(p, hd)}, g.filled("%zero", p, grp, hd), ty(p, grp, hd),
 		[]string{"%r = arith.mulf %a0, %a1 : f32"}, "%r")
-	o := g.generic("b, h, r, d, t", []string{"parallel", "parallel", "parallel", "parallel", "reduction"},
-		[]string{"b, h, r, t", "b, t, h, d", "b, h, r, d"}, []string{ex, vc4}, []string{sc, ty(b, c, kvh, hd)},
-		ownV, ty(b, kvh, grp, hd), []string{"%m = arith.mulf %a0, %a1 : f32", "%s = arith.addf %a2, %m : f32"}, "%s")
-	norm := g.generic("b, h, r, d", four, []string{"b, h, r, d", "b, h, r", "b, h, r, d"}, []string{o, sum},
-		[]string{ty(b, kvh, grp, hd), sr}, g.filled("%zero", b, kvh, grp, hd), ty(b, kvh, grp, hd),
+	o := g.generic("p, r, d, t", red4, []string{"p, r, t", "p, t, d", "p, r, d"}, []string{ex, vc},
+		[]string{sc, ty(p, c, hd)}, ownV, ty(p, grp, hd),
+		[]string{"%m = arith.mulf %a0, %a1 : f32", "%s = arith.addf %a2, %m : f32"}, "%s")
+	norm := g.generic("p, r, d", three, []string{"p, r, d", "p, r", "p, r, d"}, []string{o, sum},
+		[]string{ty(p, grp, hd), sr}, g.filled("%zero", p, grp, hd), ty(p, grp, hd),
 		[]string{"%r = arith.divf %a0, %a1 : f32"}, "%r")
 	flat := g.tmp()
-	g.line("%s = tensor.collapse_shape %s [[0], [1, 2, 3]] : %s into %s", flat, norm, ty(b, kvh, grp, hd), ty(b, kvh*grp*hd))
-	return flat
+	g.line("%s = tensor.collapse_shape %s [[0, 1, 2]] : %s into %s", flat, norm, ty(p, grp, hd), ty(p*grp*hd))
+	out := g.tmp()
+	g.line("%s = tensor.expand_shape %s [[0, 1]] output_shape [%d, %d] : %s into %s", out, flat, b, kvh*grp*hd, ty(p*grp*hd), ty(b, kvh*grp*hd))
+	return out
 }
 
 func (g *bgen) module() string {
@@ -185,7 +189,7 @@ func (g *bgen) module() string {
 	}
 	args = append(args, "%on: "+ty(d), "%wout: "+ty(s.Vocab, d))
 	for l := 0; l < s.Layers; l++ {
-		args = append(args, fmt.Sprintf("%%kc%d: %s", l, ty(b, c, k)), fmt.Sprintf("%%vc%d: %s", l, ty(b, c, k)))
+		args = append(args, fmt.Sprintf("%%kc%d: %s", l, ty(b*s.KVHeads, c, s.HeadDim)), fmt.Sprintf("%%vc%d: %s", l, ty(b*s.KVHeads, c, s.HeadDim)))
 	}
 	results := []string{ty(b, s.Vocab)}
 	for l := 0; l < s.Layers; l++ {
