@@ -96,6 +96,7 @@ iree: ## opt-in, ~100 MB: IREE's runtime library and compiler for -tags iree, fr
 test-iree: iree ## the IREE binding (native/iree) and the daemon built with -tags iree, run against build/iree
 	$(GO) vet -tags iree ./native/iree ./daemon/...
 	$(GO) test -tags iree -count=1 ./native/iree
+	$(GO) test -tags iree -count=1 -run 'TestBackendIREE|TestIREEBinary' ./daemon
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@scripts/fuzz.sh $${FUZZTIME:-20s}

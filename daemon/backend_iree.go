@@ -1,9 +1,10 @@
-//go:build iree
+//go:build iree && cgo
 
 package daemon
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/picometer/picometer/native/iree"
 )
@@ -11,18 +12,25 @@ import (
 // ireeBuilt reports whether this binary carries the IREE backend.
 const ireeBuilt = true
 
-// openIREE loads IREE's runtime library, which proves the C API picometer
-// calls is there, and then refuses: native/iree's decode step runs one
-// sequence reference-exact in its tests, but the engine that would serve
-// with it (batched slots sharing a KV cache held on the device, the
-// engine's metrics) is not written yet (issue 33, docs/IREE.md). The error
-// says which of the two is missing.
+var _ Engine = (*iree.Engine)(nil)
+
+// openIREE opens the model on IREE's engine (native/iree; docs/IREE.md):
+// the runtime library engine.iree_runtime, the iree-compile that
+// scripts/iree.sh puts beside it (or $PICOMETER_IREE_COMPILE) to compile
+// the model's step for its shape and engine.b_max, cached under the user
+// cache directory (picometer/iree) by a hash of the program, the compiler
+// and the CPU. Errors name what is missing: the library, the compiler, or
+// the part of the model the IREE step does not compute.
 func openIREE(cfg Config) (ownedEngine, error) {
-	rt, err := iree.Load(cfg.Engine.IREERuntime)
+	o := iree.Options{
+		Runtime:  cfg.Engine.IREERuntime,
+		Compiler: os.Getenv("PICOMETER_IREE_COMPILE"),
+		CacheDir: iree.DefaultCacheDir(),
+		Config:   cfg.NativeConfig(),
+	}
+	eng, err := iree.OpenEngine(cfg.Model, o)
 	if err != nil {
 		return nil, fmt.Errorf("engine.backend %q: %w", BackendIREE, err)
 	}
-	rt.Close()
-	return nil, fmt.Errorf("engine.backend %q: the IREE runtime %s loads and exports every function picometer calls, "+
-		"but picometer has no IREE engine yet: its decode step runs only in native/iree's tests (issue 33; docs/IREE.md)", BackendIREE, cfg.Engine.IREERuntime)
+	return eng, nil
 }

@@ -1,4 +1,4 @@
-//go:build !iree
+//go:build !iree || !cgo
 
 package daemon
 

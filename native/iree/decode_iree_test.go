@@ -56,7 +56,7 @@ func newStepper(tb testing.TB) *stepper {
 	if err := modelgen.Write(path, modelgen.Tiny); err != nil {
 		tb.Fatal(err)
 	}
-	m, err := reference.LoadFile(path)
+	m, err := loadReference(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -232,4 +232,14 @@ func BenchmarkDecodeStepVsNative(b *testing.B) {
 		b.ReportMetric(float64(mn.Nanoseconds()), "native-ns/token")
 		b.ReportMetric(float64(mi)/float64(mn), "iree/native")
 	}
+}
+
+// loadReference reads the GGUF file at path (through the C parser) into
+// the Go reference model.
+func loadReference(path string) (*reference.Model, error) {
+	f, err := native.ReadGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	return reference.Load(f)
 }

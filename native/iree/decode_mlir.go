@@ -11,6 +11,9 @@ import (
 type Shape struct {
 	Dim, Layers, Heads, KVHeads, HeadDim, FFN, Vocab, Context int
 	RMSEps                                                    float64
+	// RopeNeox rotates (x[i], x[i+HeadDim/2]) instead of adjacent pairs
+	// (StepMLIR only; DecodeStepMLIR refuses it).
+	RopeNeox bool
 }
 
 // DecodeStepMLIR returns a linalg-on-tensors module (the dialects
@@ -34,7 +37,7 @@ type Shape struct {
 // numerics against the reference, not yet the engine's step.
 func DecodeStepMLIR(s Shape) (string, error) {
 	if min(s.Dim, s.Layers, s.Heads, s.KVHeads, s.HeadDim, s.FFN, s.Vocab, s.Context) < 1 ||
-		s.Heads%s.KVHeads != 0 || s.HeadDim%2 != 0 || !(s.RMSEps > 0) {
+		s.Heads%s.KVHeads != 0 || s.HeadDim%2 != 0 || !(s.RMSEps > 0) || s.RopeNeox {
 		return "", fmt.Errorf("iree: unsupported shape %+v", s)
 	}
 	g := &gen{s: s}

@@ -35,3 +35,28 @@ func TestDecodeStepMLIRSignature(t *testing.T) {
 	bad(func(s *Shape) { s.KVHeads = 0 })
 	bad(func(s *Shape) { s.RMSEps = 0 })
 }
+
+// StepMLIR's numerics are checked through IREE (engine_iree_test.go, -tags
+// iree); here its signature, which the engine's buffer list must match.
+func TestStepMLIRSignature(t *testing.T) {
+	s := Shape{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 172, Vocab: 264, Context: 256, RMSEps: 1e-5}
+	src, err := StepMLIR(s, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(src, "\n")
+	if n := strings.Count(head, ": tensor<"); n != StepArgs(s) {
+		t.Errorf("@step has %d arguments, want StepArgs %d:\n%s", n, StepArgs(s), head)
+	}
+	if !strings.Contains(head, "%kc1: tensor<16x256x16xf32>") ||
+		!strings.Contains(head, "-> (tensor<8x264xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>)") {
+		t.Errorf("@step's caches or results: %s", head)
+	}
+	if _, err := StepMLIR(s, 0); err == nil {
+		t.Error("batch 0 accepted")
+	}
+	s.HeadDim = 15
+	if _, err := StepMLIR(s, 8); err == nil {
+		t.Error("odd head dim accepted")
+	}
+}

@@ -14,8 +14,14 @@
 // docs/IREE.md holds the evidence and scripts/iree.sh fetches the pinned
 // wheels into build/iree.
 //
+// On top of the binding, [Engine] (engine_iree.go, with -tags iree) is a
+// serving engine with native.Engine's contract over a batched step
+// ([StepMLIR]) compiled for the model's shape ([Compile]); the daemon
+// opens it for engine.backend "iree". docs/IREE.md section 5 describes it.
+//
 // Concurrency: a [Module] is used by one goroutine at a time; a [Runtime]
-// may be shared by modules and is closed after them.
+// may be shared by modules and is closed after them. An [Engine] has one
+// owner, like native.Engine.
 package iree
 
 import "errors"

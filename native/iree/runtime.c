@@ -4,7 +4,7 @@
 // programs on its CPU device (runtime.h holds the contract, abi.h the
 // declarations of IREE's API this file calls).
 //
-// Sections: symbol table · errors · library · module · call.
+// Sections: symbol table · errors · library · module · call · buffers.
 
 #include "runtime.h"
 
@@ -118,7 +118,14 @@
   X(iree_hal_device_transfer_d2h,                                              \
     iree_status_t (*)(iree_hal_device_t*, iree_hal_buffer_t*,                  \
                       iree_device_size_t, void*, iree_device_size_t, uint32_t, \
-                      iree_timeout_t))
+                      iree_timeout_t))                                         \
+  X(iree_hal_device_transfer_h2d,                                              \
+    iree_status_t (*)(iree_hal_device_t*, const void*, iree_hal_buffer_t*,     \
+                      iree_device_size_t, iree_device_size_t, uint32_t,        \
+                      iree_timeout_t))                                         \
+  X(iree_hal_buffer_view_retain_ref,                                           \
+    iree_vm_ref_t (*)(iree_hal_buffer_view_t*))                                \
+  X(iree_vm_list_clear, void (*)(iree_vm_list_t*))
 
 struct pm_iree_rt {
   void* lib;
@@ -216,12 +223,23 @@ struct pm_iree_module {
   iree_vm_module_t* bytecode;
   iree_vm_context_t* context;
   iree_vm_list_t* results;  // the last call's, owned
+  // Buffers the module keeps across calls (weights, KV caches, inputs
+  // rewritten in place): buffer views, owned, and their element counts.
+  iree_hal_buffer_view_t** bufs;
+  size_t* buf_len;
+  int n_bufs, cap_bufs;
+  iree_vm_list_t* args;  // pm_iree_module_invoke's input list, reused
 };
 
 void pm_iree_module_close(pm_iree_module* m) {
   if (!m) return;
   const pm_iree_rt* rt = m->rt;
   if (m->results) rt->iree_vm_list_release(m->results);
+  if (m->args) rt->iree_vm_list_release(m->args);
+  for (int i = 0; i < m->n_bufs; i++)
+    rt->iree_hal_buffer_view_release(m->bufs[i]);
+  free(m->bufs);
+  free(m->buf_len);
   if (m->context) rt->iree_vm_context_release(m->context);
   if (m->bytecode) rt->iree_vm_module_release(m->bytecode);
   if (m->hal) rt->iree_vm_module_release(m->hal);
@@ -461,4 +479,140 @@ int pm_iree_module_result_read(pm_iree_module* m, int i, float* dst,
                        m->device, rt->iree_hal_buffer_view_buffer(view), 0,
                        dst, count * sizeof(float), 0, forever),
                    "result read", err, errcap);
+}
+
+// ===== buffers ============================================================
+
+int pm_iree_buffer_new(pm_iree_module* m, int rank, const int64_t* dims,
+                       const float* data, int* id, char* err, size_t errcap) {
+  const pm_iree_rt* rt = m->rt;
+  *id = -1;
+  if (rank < 0 || rank > PM_IREE_MAX_RANK || !data) {
+    pm_errf(err, errcap, "buffer: rank %d, data %p", rank, (const void*)data);
+    return PM_IREE_E_ARG;
+  }
+  if (m->n_bufs == m->cap_bufs) {
+    int cap = m->cap_bufs ? 2 * m->cap_bufs : 64;
+    iree_hal_buffer_view_t** b = realloc(m->bufs, sizeof(*b) * (size_t)cap);
+    if (!b) return PM_IREE_E_NOMEM;
+    m->bufs = b;
+    size_t* l = realloc(m->buf_len, sizeof(*l) * (size_t)cap);
+    if (!l) return PM_IREE_E_NOMEM;
+    m->buf_len = l;
+    m->cap_bufs = cap;
+  }
+  iree_hal_dim_t d[PM_IREE_MAX_RANK];
+  size_t n = 1;
+  for (int k = 0; k < rank; k++) {
+    if (dims[k] < 0) {
+      pm_errf(err, errcap, "buffer: dim %d is %lld", k, (long long)dims[k]);
+      return PM_IREE_E_ARG;
+    }
+    d[k] = (iree_hal_dim_t)dims[k];
+    n *= (size_t)dims[k];
+  }
+  iree_hal_buffer_params_t bp;
+  memset(&bp, 0, sizeof(bp));
+  bp.type = PM_IREE_MEMORY_TYPE_DEVICE_LOCAL;
+  bp.usage = PM_IREE_BUFFER_USAGE_DEFAULT;
+  iree_const_byte_span_t bytes = {(const uint8_t*)data, n * sizeof(float)};
+  iree_hal_buffer_view_t* view = NULL;
+  int rc = pm_status(rt,
+                     rt->iree_hal_buffer_view_allocate_buffer_copy(
+                         m->device, rt->iree_hal_device_allocator(m->device),
+                         (iree_host_size_t)rank, d,
+                         PM_IREE_ELEMENT_TYPE_FLOAT_32,
+                         PM_IREE_ENCODING_TYPE_DENSE_ROW_MAJOR, bp, bytes,
+                         &view),
+                     "buffer", err, errcap);
+  if (rc) return rc;
+  m->bufs[m->n_bufs] = view;
+  m->buf_len[m->n_bufs] = n;
+  *id = m->n_bufs++;
+  return PM_IREE_OK;
+}
+
+int pm_iree_buffer_write(pm_iree_module* m, int id, size_t offset,
+                         const float* src, size_t count, char* err,
+                         size_t errcap) {
+  const pm_iree_rt* rt = m->rt;
+  if (id < 0 || id >= m->n_bufs || !src || offset > m->buf_len[id] ||
+      count > m->buf_len[id] - offset) {
+    pm_errf(err, errcap, "buffer %d: writing %zu elements at %zu", id, count,
+            offset);
+    return PM_IREE_E_ARG;
+  }
+  if (count == 0) return PM_IREE_OK;
+  iree_timeout_t forever = {0, PM_IREE_TIME_INFINITE_FUTURE};
+  return pm_status(
+      rt,
+      rt->iree_hal_device_transfer_h2d(
+          m->device, src, rt->iree_hal_buffer_view_buffer(m->bufs[id]),
+          (iree_device_size_t)(offset * sizeof(float)),
+          (iree_device_size_t)(count * sizeof(float)), 0, forever),
+      "buffer write", err, errcap);
+}
+
+int pm_iree_module_invoke(pm_iree_module* m, const char* fn, const int* ids,
+                          int n, int* n_out, char* err, size_t errcap) {
+  const pm_iree_rt* rt = m->rt;
+  iree_allocator_t host = pm_host(rt);
+  *n_out = 0;
+  if (m->results) {
+    rt->iree_vm_list_release(m->results);
+    m->results = NULL;
+  }
+  if (n < 0) {
+    pm_errf(err, errcap, "bad input count %d", n);
+    return PM_IREE_E_ARG;
+  }
+  iree_vm_function_t f;
+  memset(&f, 0, sizeof(f));
+  int rc = pm_status(rt,
+                     rt->iree_vm_context_resolve_function(m->context,
+                                                          pm_sv(fn), &f),
+                     fn, err, errcap);
+  if (rc) return rc;
+  iree_vm_type_def_t variant = {0};
+  if (!m->args) {
+    rc = pm_status(rt,
+                   rt->iree_vm_list_create(variant, (iree_host_size_t)n, host,
+                                           &m->args),
+                   "input list", err, errcap);
+    if (rc) return rc;
+  }
+  rt->iree_vm_list_clear(m->args);
+  for (int i = 0; i < n; i++) {
+    if (ids[i] < 0 || ids[i] >= m->n_bufs) {
+      pm_errf(err, errcap, "input %d: no buffer %d", i, ids[i]);
+      rt->iree_vm_list_clear(m->args);
+      return PM_IREE_E_ARG;
+    }
+    // The list holds a reference; the module keeps its own.
+    iree_vm_ref_t ref = rt->iree_hal_buffer_view_retain_ref(m->bufs[ids[i]]);
+    rc = pm_status(rt, rt->iree_vm_list_push_ref_move(m->args, &ref),
+                   "input list push", err, errcap);
+    if (rc) {
+      rt->iree_hal_buffer_view_release(m->bufs[ids[i]]);
+      rt->iree_vm_list_clear(m->args);
+      return rc;
+    }
+  }
+  iree_vm_list_t* outputs = NULL;
+  rc = pm_status(rt, rt->iree_vm_list_create(variant, 4, host, &outputs),
+                 "output list", err, errcap);
+  if (!rc) {
+    rc = pm_status(rt,
+                   rt->iree_vm_invoke(m->context, f, 0, NULL, m->args,
+                                      outputs, host),
+                   fn, err, errcap);
+  }
+  rt->iree_vm_list_clear(m->args);
+  if (rc) {
+    if (outputs) rt->iree_vm_list_release(outputs);
+    return rc;
+  }
+  m->results = outputs;
+  *n_out = (int)rt->iree_vm_list_size(outputs);
+  return PM_IREE_OK;
 }

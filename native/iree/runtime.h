@@ -69,4 +69,26 @@ int pm_iree_module_result_shape(pm_iree_module* m, int i, int* rank,
 int pm_iree_module_result_read(pm_iree_module* m, int i, float* dst,
                                size_t count, char* err, size_t errcap);
 
+// Buffers a module keeps across calls: weights loaded once, KV caches and
+// per-step inputs rewritten in place. Each is an f32 buffer view on m's
+// device, named by the id pm_iree_buffer_new returns; they live until m is
+// closed.
+
+// pm_iree_buffer_new allocates a device buffer of shape dims[0..rank) and
+// copies data (the product of dims f32 values) into it.
+int pm_iree_buffer_new(pm_iree_module* m, int rank, const int64_t* dims,
+                       const float* data, int* id, char* err, size_t errcap);
+
+// pm_iree_buffer_write copies count values from src into buffer id at
+// element offset (a host-to-device transfer; no call may be running).
+int pm_iree_buffer_write(pm_iree_module* m, int id, size_t offset,
+                         const float* src, size_t count, char* err,
+                         size_t errcap);
+
+// pm_iree_module_invoke invokes fn on the buffers ids[0..n), passed by
+// reference (nothing is copied). Results are read as after
+// pm_iree_module_call.
+int pm_iree_module_invoke(pm_iree_module* m, const char* fn, const int* ids,
+                          int n, int* n_out, char* err, size_t errcap);
+
 #endif  // PM_IREE_RUNTIME_H

@@ -27,8 +27,9 @@ type Runtime struct {
 // Module is one compiled program (.vmfb) in its own VM context, on its own
 // local-task device.
 type Module struct {
-	c  *C.pm_iree_module
-	rt *Runtime
+	c     *C.pm_iree_module
+	rt    *Runtime
+	names []*C.char // Func's C strings
 }
 
 func cerr(buf []C.char) string { return C.GoString(&buf[0]) }
@@ -74,6 +75,10 @@ func (m *Module) Close() {
 	if m != nil && m.c != nil {
 		C.pm_iree_module_close(m.c)
 		m.c = nil
+		for _, n := range m.names {
+			C.free(unsafe.Pointer(n))
+		}
+		m.names = nil
 	}
 }
 
@@ -137,4 +142,76 @@ func (m *Module) Call(fn string, in []Tensor, nOut int) ([]Tensor, error) {
 		res[i] = t
 	}
 	return res, nil
+}
+
+// Buffer names a device buffer a Module keeps across calls (see NewBuffer).
+type Buffer int32 // a C int: Invoke passes a []Buffer as int*
+
+// NewBuffer allocates an f32 buffer of shape dims on m's device, holding
+// data (len(data) must be the product of dims). It lives until m closes.
+func (m *Module) NewBuffer(dims []int64, data []float32) (Buffer, error) {
+	t := Tensor{Dims: dims, Data: data}
+	if len(dims) > C.PM_IREE_MAX_RANK || t.elements() != int64(len(data)) || len(data) == 0 {
+		return -1, fmt.Errorf("iree: buffer: %d values for dims %v", len(data), dims)
+	}
+	var cd [C.PM_IREE_MAX_RANK]C.int64_t
+	for i, d := range dims {
+		cd[i] = C.int64_t(d)
+	}
+	var buf [errCap]C.char
+	var id C.int
+	if rc := C.pm_iree_buffer_new(m.c, C.int(len(dims)), &cd[0], (*C.float)(unsafe.Pointer(&data[0])), &id, &buf[0], errCap); rc != 0 {
+		return -1, fmt.Errorf("iree: buffer %v: %s", dims, cerr(buf[:]))
+	}
+	return Buffer(id), nil
+}
+
+// Write copies src into b at element offset.
+func (m *Module) Write(b Buffer, offset int, src []float32) error {
+	if len(src) == 0 {
+		return nil
+	}
+	var buf [errCap]C.char
+	if rc := C.pm_iree_buffer_write(m.c, C.int(b), C.size_t(offset), (*C.float)(unsafe.Pointer(&src[0])), C.size_t(len(src)), &buf[0], errCap); rc != 0 {
+		return fmt.Errorf("iree: write buffer %d: %s", b, cerr(buf[:]))
+	}
+	return nil
+}
+
+// Func is a function name ready for Invoke (a C string kept by the Module).
+type Func struct{ c *C.char }
+
+// Func prepares the function name fn ("module.NAME") for Invoke.
+func (m *Module) Func(fn string) Func {
+	f := Func{C.CString(fn)}
+	m.names = append(m.names, f.c)
+	return f
+}
+
+// Invoke calls fn on the buffers args, passed by reference, and returns the
+// number of results, which ReadResult reads until the next call.
+func (m *Module) Invoke(fn Func, args []Buffer) (int, error) {
+	if len(args) == 0 {
+		return 0, fmt.Errorf("iree: invoke %s: no arguments", C.GoString(fn.c))
+	}
+	var buf [errCap]C.char
+	var n C.int
+	if rc := C.pm_iree_module_invoke(m.c, fn.c, (*C.int)(unsafe.Pointer(&args[0])), C.int(len(args)), &n, &buf[0], errCap); rc != 0 {
+		return 0, fmt.Errorf("iree: invoke %s: %s", C.GoString(fn.c), cerr(buf[:]))
+	}
+	return int(n), nil
+}
+
+// ReadResult copies result i of the last call, which must hold exactly
+// len(dst) f32 values, into dst.
+func (m *Module) ReadResult(i int, dst []float32) error {
+	var buf [errCap]C.char
+	var p *C.float
+	if len(dst) > 0 {
+		p = (*C.float)(unsafe.Pointer(&dst[0]))
+	}
+	if rc := C.pm_iree_module_result_read(m.c, C.int(i), p, C.size_t(len(dst)), &buf[0], errCap); rc != 0 {
+		return fmt.Errorf("iree: result %d: %s", i, cerr(buf[:]))
+	}
+	return nil
 }
