@@ -322,7 +322,7 @@ func TestSpecOnOffIdentical(t *testing.T) {
 	for name, p := range params {
 		t.Run(name, func(t *testing.T) {
 			off := open(t, func(c *Config) { c.SpecK = 0 })
-			on := open(t, func(c *Config) { c.SpecK = 8 })
+			on := open(t, func(c *Config) { c.SpecK = 8; c.SpecNgramMin = 2 })
 			drafted := 0
 			for i := 0; i < 4; i++ {
 				a := solo(t, off, repetitive(i, 40), p)
@@ -715,7 +715,7 @@ func TestPrefillChunking(t *testing.T) {
 // TestMetricsConsistency runs a mixed workload and checks the cumulative
 // engine metrics against the requests' own stats and the step records.
 func TestMetricsConsistency(t *testing.T) {
-	e := open(t, func(c *Config) { c.BMax = 4; c.SpecK = 4; c.PrefillChunk = 16 })
+	e := open(t, func(c *Config) { c.BMax = 4; c.SpecK = 4; c.SpecNgramMin = 2; c.PrefillChunk = 16 })
 	var reqs []*request
 	for i := 0; i < 14; i++ {
 		p := Params{MaxTokens: 8 + i*5}

@@ -416,10 +416,14 @@ static const pm_engine_metrics *metrics(pm_engine *e)
 
 /* config_default is the engine's default configuration with the thread
  * count run.sh passes in PICOMETER_TEST_THREADS (it runs every test with 1
- * and with 2 threads); tests that need a count set it themselves. */
+ * and with 2 threads); tests that need a count set it themselves. The
+ * n-gram minimum is 2, not the default 3: the speculation tests' drafts
+ * come from the random tiny model's short repeats (the minimum itself is
+ * tested in native/engine_test.go, TestSpecNgramMin). */
 static void config_default(pm_engine_config *c)
 {
 	pm_engine_config_default(c);
+	c->spec_ngram_min = 2;
 	const char *t = getenv("PICOMETER_TEST_THREADS");
 	if (t && atoi(t) >= 1)
 		c->threads = atoi(t);
