@@ -202,6 +202,9 @@ func (c *Conn) Apply(ev *schema.Event) error {
 		}
 		t.a.self.events[kindRequest].c.Inc()
 		if sp := t.a.spans; sp != nil {
+			if sp.exports() {
+				t.exemplify(indexOf(schema.AttrOperation.Values, ev.Operation), &ev.RequestBody, ev.TimeUnixNano)
+			}
 			sp.Request(t.key.model, &ev.RequestBody, ev.TimeUnixNano)
 		}
 		return nil

@@ -128,6 +128,9 @@ func NewSpans(exp sdktrace.SpanExporter, res *resource.Resource, lost *spanLoss,
 	return &Spans{tracer: tp.Tracer(ScopeName), provider: tp, proc: proc, lost: lost, log: log, logReq: logRequests}
 }
 
+// exports reports whether s exports spans (else it only logs).
+func (s *Spans) exports() bool { return s.tracer != nil }
+
 // Request builds the spans of one finished request of a daemon serving
 // model; r's strings may alias a decoder's buffer (they are copied).
 // A request without a trace id (a daemon from before issue 28) or not
