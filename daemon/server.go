@@ -254,9 +254,13 @@ const (
 )
 
 func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
+	var tr *untraced
 	defer func() {
 		if r := recover(); r != nil {
 			d.bug(ctx, r)
+		}
+		if tr != nil {
+			setTraceHeaders(ctx, &tr.tc, tr.reqID) // after any error body (which resets the response)
 		}
 		d.corsHeaders(ctx)
 		d.armWrite(ctx.Conn())
@@ -266,6 +270,10 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	path := ctx.Path()
+	if tr = d.untracedAPI(ctx, path); tr != nil && tr.err != nil {
+		tr.err.write(ctx)
+		return
+	}
 	switch string(path) {
 	case pathCompletions:
 		d.generate(ctx, epCompletions)
