@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,8 +30,10 @@ type Config struct {
 	// the default model `make models` generates.
 	Model string `toml:"model"`
 	// ModelName is the model name served by /v1/models, accepted in the
-	// requests' model field and reported in responses and events. Default
-	// "": the model's general.name, else its file name without extension.
+	// requests' model field and reported in responses, events and metric
+	// labels. Default "": the model file's name without .gguf
+	// ("build/models/default.gguf" serves "default"), not its general.name;
+	// --check-config prints the effective name.
 	ModelName string `toml:"model_name"`
 	// ChatTemplate is a file holding a Jinja chat template that replaces
 	// the model file's tokenizer.chat_template, as vLLM's and llama.cpp's
@@ -353,6 +356,9 @@ func (c *Config) Validate() error {
 func Describe(c Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# api_keys: %d set (not shown)\n", len(c.APIKeys))
+	if c.ModelName == "" {
+		fmt.Fprintf(&b, "# model_name is empty: served as %s, the model file's name\n", strconv.Quote(FileModelName(c.Model)))
+	}
 	if c.Metrics.Socket == "" {
 		fmt.Fprintf(&b, "# metrics.socket is empty: the emitter is off\n")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
 )
 
@@ -134,5 +135,44 @@ func TestCheckConfig(t *testing.T) {
 	c.Engine.BMax = 0
 	if err := CheckConfig(c); err == nil || err.Error() != "engine.b_max: 0 not in 1..64" {
 		t.Errorf("invalid config: %v", err)
+	}
+}
+
+// TestServedName: model_name, else the file's name without .gguf (whatever
+// its general.name says), else general.name for an engine with no file.
+func TestServedName(t *testing.T) {
+	f := func(path, want string) {
+		t.Helper()
+		if got := FileModelName(path); got != want {
+			t.Errorf("FileModelName(%q) = %q, want %q", path, got, want)
+		}
+	}
+	f("build/models/default.gguf", "default")
+	f("/models/smollm2-135m-instruct-q4_1.gguf", "smollm2-135m-instruct-q4_1")
+	f("Llama-3.1-8B.Q4_K_M.GGUF", "Llama-3.1-8B.Q4_K_M")
+	f("llama-3.1-8b", "llama-3.1-8b") // only .gguf goes
+	f("models/.gguf", ".gguf")
+	f("model.bin", "model.bin")
+	f("", "")
+	f("/", "")
+
+	info := native.ModelInfo{Name: "Smollm2 135M 8k Lc100K Mix1 Ep2"}
+	g := func(model, name, want string) {
+		t.Helper()
+		if got := servedName(Config{Model: model, ModelName: name}, info); got != want {
+			t.Errorf("servedName(model %q, model_name %q) = %q, want %q", model, name, got, want)
+		}
+	}
+	g("m/smollm2.gguf", "", "smollm2")
+	g("m/smollm2.gguf", "llama3", "llama3")
+	g("", "", info.Name)
+
+	c := DefaultConfig()
+	if out := Describe(c); !strings.Contains(out, "# model_name is empty: served as \"default\", the model file's name\n") {
+		t.Errorf("Describe does not show the effective model name:\n%s", out)
+	}
+	c.ModelName = "pico"
+	if out := Describe(c); strings.Contains(out, "served as") || !strings.Contains(out, "model_name = \"pico\"") {
+		t.Errorf("Describe with model_name:\n%s", out)
 	}
 }

@@ -95,6 +95,8 @@ func (d *Daemon) corsHeaders(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h.SetBytesV("Access-Control-Allow-Origin", origin)
+	// A page reads its request's trace ids only if they are exposed.
+	h.Set("Access-Control-Expose-Headers", "traceresponse, X-Request-Id")
 }
 
 func errCORSOrigin(origin []byte) *apiError {

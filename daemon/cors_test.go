@@ -35,7 +35,8 @@ func TestCORS(t *testing.T) {
 	// The request itself: the key is checked as usual, and the answer,
 	// error or not, is readable by the allowed origin only.
 	r = ts.post("/v1/completions", `{"prompt":"x","max_tokens":2}`, "Origin", allowed, "Authorization", "Bearer k")
-	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != allowed {
+	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != allowed ||
+		r.header.Get("Access-Control-Expose-Headers") != "traceresponse, X-Request-Id" {
 		t.Errorf("allowed request: %d %v %s", r.status, r.header, r.body)
 	}
 	r = ts.post("/v1/completions", `{"prompt":"x","max_tokens":2}`, "Origin", allowed)

@@ -135,7 +135,12 @@
 // sent, which becomes the response id's suffix (cmpl-ID, chatcmpl-ID,
 // resp_ID; an invalid one, not 1..128 of [A-Za-z0-9-_.:~+/=@], is a 400
 // with param X-Request-Id), or the daemon's own. The ids go on the request
-// event; the sidecar builds and exports the span.
+// event; the sidecar builds and exports the span. The API's other requests
+// (/tokenize, /detokenize, /v1/models, /v1/models/{id}, /v1/responses/{id},
+// an unknown route) continue the caller's trace the same way and answer
+// both headers, with traceresponse's sampled flag clear: they have no
+// request event, so no span is recorded for them. Probes and scrape
+// endpoints (/health, /ready, /metrics, /debug/engine_metrics) carry neither.
 //
 // # Engine loop, deadlines, disconnects
 //

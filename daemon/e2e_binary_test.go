@@ -111,7 +111,7 @@ func TestE2EBinary(t *testing.T) {
 		t.Fatalf("health %d %s", r.status, r.body)
 	}
 	c := decodeCompletionResponse(t, ts.post("/v1/completions", greedy("Hello", 20, "")).body)
-	if c.Model != "picometer-tiny" || c.Usage.CompletionTokens != len(c.Choices[0].TokenIDs) {
+	if c.Model != "tiny" || c.Usage.CompletionTokens != len(c.Choices[0].TokenIDs) {
 		t.Errorf("completion %+v", c)
 	}
 	s := ts.stream("/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":10,"stream":true}`)
@@ -153,7 +153,7 @@ func TestE2EBinary(t *testing.T) {
 		t.Errorf("last snapshot %+v and totals of %d requests, want 2 finished and 3 in the totals", last.EngineBody, tot.Requests())
 	}
 	h := evs[0]
-	if h.Model != "picometer-tiny" || h.Config.BMax != 4 || h.Config.ContextLength != 256 || h.PID != cmd.Process.Pid {
+	if h.Model != "tiny" || h.Config.BMax != 4 || h.Config.ContextLength != 256 || h.PID != cmd.Process.Pid {
 		t.Errorf("hello %+v", h.HelloBody)
 	}
 	n := 0

@@ -79,7 +79,7 @@ func socketDir(t testing.TB) string {
 
 func testConfig(t testing.TB) Config {
 	cfg := DefaultConfig()
-	cfg.Model = "fake.gguf"
+	cfg.Model = "fake-model.gguf" // served as "fake-model", the fake engine's general.name too
 	cfg.Metrics.Socket = filepath.Join(socketDir(t), "events.sock")
 	cfg.Metrics.BackoffMin, cfg.Metrics.BackoffMax = 5*time.Millisecond, 50*time.Millisecond
 	cfg.Metrics.SnapshotInterval = 100 * time.Millisecond

@@ -153,16 +153,35 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 	}
 }
 
-// servedName is the configured model name, else the model's general.name,
-// else its file name without extension.
+// servedName is the configured model name, else the model file's name
+// (see [FileModelName]), else, for an engine opened without a file, the
+// model's general.name.
 func servedName(cfg Config, info native.ModelInfo) string {
 	switch {
 	case cfg.ModelName != "":
 		return cfg.ModelName
-	case info.Name != "":
-		return info.Name
+	case FileModelName(cfg.Model) != "":
+		return FileModelName(cfg.Model)
 	}
-	return strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model))
+	return info.Name
+}
+
+// FileModelName is the model name a file serves under by default: its base
+// name without a .gguf extension (any case), "" when path names no file.
+// It is what llama-server and Ollama users expect and can predict before
+// the file is opened; general.name is free text a converter writes ("Smollm2
+// 135M 8k Lc100K Mix1 Ep2" for SmolLM2-135M-Instruct) that a client would
+// have to read from /v1/models first. Only .gguf is removed, so
+// "llama-3.1-8b" keeps its ".1-8b".
+func FileModelName(path string) string {
+	base := filepath.Base(path)
+	if path == "" || base == "." || base == string(filepath.Separator) {
+		return ""
+	}
+	if ext := filepath.Ext(base); strings.EqualFold(ext, ".gguf") && len(base) > len(ext) {
+		base = base[:len(base)-len(ext)]
+	}
+	return base
 }
 
 // ModelName is the served model name.
@@ -235,9 +254,13 @@ const (
 )
 
 func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
+	var tr *untraced
 	defer func() {
 		if r := recover(); r != nil {
 			d.bug(ctx, r)
+		}
+		if tr != nil {
+			setTraceHeaders(ctx, &tr.tc, tr.reqID) // after any error body (which resets the response)
 		}
 		d.corsHeaders(ctx)
 		d.armWrite(ctx.Conn())
@@ -247,6 +270,10 @@ func (d *Daemon) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	path := ctx.Path()
+	if tr = d.untracedAPI(ctx, path); tr != nil && tr.err != nil {
+		tr.err.write(ctx)
+		return
+	}
 	switch string(path) {
 	case pathCompletions:
 		d.generate(ctx, epCompletions)

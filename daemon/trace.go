@@ -393,3 +393,34 @@ func setTraceHeaders(ctx *fasthttp.RequestCtx, t *traceCtx, reqID string) {
 	ctx.Response.Header.SetBytesV("traceresponse", t.traceResponse())
 	ctx.Response.Header.Set("X-Request-Id", reqID)
 }
+
+// untraced is the trace context of an API request that is not a
+// generation (/tokenize, /detokenize, /v1/models, /v1/models/{id},
+// /v1/responses/{id}, an unknown route): no request event, so no span.
+type untraced struct {
+	tc    traceCtx
+	reqID string
+	err   *apiError // an invalid X-Request-Id: the answer instead
+}
+
+// untracedAPI returns the trace context of a request to path when it is an
+// API request that is not a generation, else nil. It honours the caller's
+// traceparent and tracestate as a generation does (the same trace, a new
+// span id) but answers traceresponse with the sampled flag clear: nothing
+// records a span for these requests (the sidecar builds spans from request
+// events, which only generations have), and W3C Trace Context Level 2 says
+// the flag tells the caller whether this server recorded its part. An
+// X-Request-Id is echoed, or the daemon's own is sent; an invalid one is
+// the same 400 as on a generation. The probes and scrape endpoints
+// (/health, /ready, /metrics, /debug/engine_metrics) are not API requests
+// and carry neither header.
+func (d *Daemon) untracedAPI(ctx *fasthttp.RequestCtx, path []byte) *untraced {
+	switch string(path) {
+	case pathCompletions, pathChat, pathResponses, pathHealth, pathReady, pathDebug, pathRoutingMetrics:
+		return nil
+	}
+	u := &untraced{tc: d.sampler.newTrace(&ctx.Request.Header)}
+	u.tc.sampled = false
+	u.reqID, u.err = d.requestID(ctx)
+	return u
+}

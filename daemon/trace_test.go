@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -293,5 +294,57 @@ func TestTraceOverHTTP(t *testing.T) {
 	ev = ts.sink.request("cmpl-" + rid)
 	if ev.TraceID == tid || ev.ParentSpanID != "" {
 		t.Fatalf("event %+v", ev.RequestBody)
+	}
+}
+
+// TestTraceNonGeneration: the API's other requests honour traceparent (the
+// caller's trace, a span id of their own) and answer traceresponse with the
+// sampled flag clear (no span is recorded for them) and X-Request-Id, an
+// error too; an invalid X-Request-Id is the generations' 400; probes and
+// scrape endpoints carry neither header.
+func TestTraceNonGeneration(t *testing.T) {
+	ts := startServer(t, newFakeEngine(256), nil)
+	const tid, pid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	tp := "00-" + tid + "-" + pid + "-01"
+	traced := regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-00$`)
+	f := func(method, path, body string, status int) {
+		t.Helper()
+		res := ts.do(method, path, body, "traceparent", tp, "X-Request-Id", "nt-1")
+		m := traced.FindStringSubmatch(res.header.Get("traceresponse"))
+		if res.status != status || m == nil || m[1] != tid || m[2] == pid || m[2] == "0000000000000000" || res.header.Get("X-Request-Id") != "nt-1" {
+			t.Errorf("%s %s: status %d, traceresponse %q, X-Request-Id %q", method, path, res.status,
+				res.header.Get("traceresponse"), res.header.Get("X-Request-Id"))
+		}
+		// Without headers: a new trace and the daemon's own request id.
+		res = ts.do(method, path, body)
+		m = traced.FindStringSubmatch(res.header.Get("traceresponse"))
+		if res.status != status || m == nil || m[1] == tid || res.header.Get("X-Request-Id") == "" {
+			t.Errorf("%s %s without headers: status %d, traceresponse %q, X-Request-Id %q", method, path, res.status,
+				res.header.Get("traceresponse"), res.header.Get("X-Request-Id"))
+		}
+	}
+	f("POST", "/tokenize", `{"prompt":"hello"}`, 200)
+	f("POST", "/detokenize", `{"tokens":[104,105]}`, 200)
+	f("GET", "/v1/models", "", 200)
+	f("GET", "/v1/models/fake-model", "", 200)
+	f("GET", "/v1/models/other", "", 404)
+	f("POST", "/tokenize", `{"prompt":`, 400)
+	f("GET", "/v1/responses/resp_x", "", 404)
+	f("GET", "/v1/nothing", "", 404)
+
+	res := ts.do("GET", "/v1/models", "", "X-Request-Id", "a b")
+	if e := decodeError(t, res.body); res.status != 400 || e.Param == nil || *e.Param != "X-Request-Id" ||
+		res.header.Get("traceresponse") == "" || res.header.Get("X-Request-Id") == "a b" {
+		t.Errorf("bad X-Request-Id: status %d, %s, headers %v", res.status, res.body, res.header)
+	}
+	for _, path := range []string{"/health", "/ready", "/metrics", "/debug/engine_metrics"} {
+		res := ts.do("GET", path, "", "traceparent", tp, "X-Request-Id", "nt-2")
+		if res.header.Get("traceresponse") != "" || res.header.Get("X-Request-Id") != "" {
+			t.Errorf("%s: traceresponse %q, X-Request-Id %q", path, res.header.Get("traceresponse"), res.header.Get("X-Request-Id"))
+		}
+	}
+	// Nothing of these is a request event.
+	if evs := ts.sink.requests(); len(evs) != 0 {
+		t.Errorf("%d request events", len(evs))
 	}
 }

@@ -203,6 +203,9 @@ type Target struct {
 	Range        bool           `json:"range,omitempty"`
 	EditorMode   string         `json:"editorMode"`
 	Interval     string         `json:"interval,omitempty"`
+	// Exemplar asks Grafana's Prometheus data source for the exemplars of
+	// the query's series too (Prometheus with exemplar storage).
+	Exemplar bool `json:"exemplar,omitempty"`
 	// Inline is the same query written over the exported series instead
 	// of recording rules, for a store that does not run alerts/'s rules
 	// (the e2e test asks VictoriaMetrics, fed over OTLP, with it). Not

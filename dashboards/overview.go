@@ -151,6 +151,8 @@ func Overview() *Dashboard {
 	b.add(6, 8, latency("Queue time", schema.IDQueueDuration, ""))
 	b.add(6, 8, latency("Prefill time", schema.IDPrefillDuration, ""))
 	b.add(6, 8, latency("Decode time", schema.IDDecodeDuration, ""))
+	b.add(12, 8, withExemplars("Time to first token: traces", schema.IDTTFT))
+	b.add(12, 8, withExemplars("End-to-end request time: traces", schema.IDRequestDuration))
 
 	// ---- engine ---------------------------------------------------------
 	b.row("Engine")
@@ -242,6 +244,28 @@ func Overview() *Dashboard {
 
 	d.Panels = b.panels
 	return d
+}
+
+// withExemplars is a panel of a request histogram's p50 and p99 computed
+// from its buckets, with the exemplars Prometheus stored for them: each dot
+// is one traced request in that bucket, and its trace_id opens the trace
+// (README, "Traces"). It reads the buckets, not the recording rules: a
+// recorded series has no exemplars. Prometheus stores them only with
+// --enable-feature=exemplar-storage; without it the lines still show.
+func withExemplars(title, id string) *Panel {
+	bucket := sel(alerts.Series(id, "_bucket"))
+	var ts []Target
+	for _, q := range []string{"0.99", "0.5"} {
+		ts = append(ts, target(fmt.Sprintf("histogram_quantile(%s, %s)", q, rate(bucket, "le", lModel, lInstance)),
+			"p"+percentile(q)+" "+modelLegend))
+	}
+	ts[0].Exemplar = true // one query's: Grafana would draw each exemplar once per query
+	return timeseries(title, unitSeconds,
+		"p99 and p50 from the histogram's buckets, and as dots the exemplars of its buckets: the last traced "+
+			"request (sampled, its spans exported by the sidecar) in each bucket, with its trace_id and span_id. "+
+			"Hover a dot and follow trace_id to the trace (a Tempo or other OTLP-backed data source set as the "+
+			"Prometheus data source's exemplar destination). Needs Prometheus with --enable-feature=exemplar-storage. "+
+			help(id), ts...)
 }
 
 // latency is a panel of a latency histogram: p50, p90 and p99 from the

@@ -125,6 +125,12 @@ func liveSLORules(t *testing.T, dir string) (string, []alerts.Group) {
 // under the job name the rules expect, evaluating ruleFiles every second.
 func startPrometheus(t *testing.T, dir, target string, ruleFiles ...string) (*proc, promAPI) {
 	t.Helper()
+	return startPrometheusFlags(t, dir, target, nil, ruleFiles...)
+}
+
+// startPrometheusFlags is startPrometheus with extra command-line flags.
+func startPrometheusFlags(t *testing.T, dir, target string, flags []string, ruleFiles ...string) (*proc, promAPI) {
+	t.Helper()
 	bin := testenv.Prometheus(t)
 	addr := testenv.FreeAddr(t)
 	quoted := make([]string, len(ruleFiles))
@@ -140,8 +146,8 @@ func startPrometheus(t *testing.T, dir, target string, ruleFiles ...string) (*pr
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, dir, "prometheus", bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+addr, "--log.level=warn")
+	p := start(t, dir, "prometheus", bin, append([]string{"--config.file=" + cfgPath, "--storage.tsdb.path=" + filepath.Join(dir, "tsdb"),
+		"--web.listen-address=" + addr, "--log.level=warn"}, flags...)...)
 	api := promAPI{base: "http://" + addr, c: &http.Client{Timeout: 10 * time.Second}}
 	waitFor(t, 30*time.Second, "prometheus ready", p, func() error { return getOK(api.c, api.base+"/-/ready") })
 	return p, api

@@ -21,13 +21,20 @@ import (
 // OTLP metrics endpoint for the sidecar.
 func startVictoriaMetrics(t *testing.T, dir string) (*proc, promAPI, string) {
 	t.Helper()
+	p, api := startVictoriaMetricsFlags(t, dir)
+	return p, api, api.base + "/opentelemetry/v1/metrics"
+}
+
+// startVictoriaMetricsFlags is startVictoriaMetrics with extra flags.
+func startVictoriaMetricsFlags(t *testing.T, dir string, flags ...string) (*proc, promAPI) {
+	t.Helper()
 	bin := testenv.VictoriaMetrics(t)
 	addr := testenv.FreeAddr(t)
-	p := start(t, dir, "victoria-metrics", bin, "-httpListenAddr="+addr, "-storageDataPath="+filepath.Join(dir, "vm"),
-		"-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0", "-search.disableCache", "-loggerLevel=WARN")
+	p := start(t, dir, "victoria-metrics", bin, append([]string{"-httpListenAddr=" + addr, "-storageDataPath=" + filepath.Join(dir, "vm"),
+		"-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0", "-search.disableCache", "-loggerLevel=WARN"}, flags...)...)
 	api := promAPI{base: "http://" + addr, c: &http.Client{Timeout: 10 * time.Second}}
 	waitFor(t, 30*time.Second, "victoria-metrics ready", p, func() error { return getOK(api.c, api.base+"/health") })
-	return p, api, api.base + "/opentelemetry/v1/metrics"
+	return p, api
 }
 
 // flush makes VictoriaMetrics' recently received samples searchable.

@@ -139,7 +139,7 @@ const MaxBatch = 64
 // Attributes. Model and engine are on every engine and request family.
 var (
 	AttrModel = &Attr{Key: "gen_ai.request.model",
-		Doc: "model name served by the daemon (from its hello event)"}
+		Doc: "model name served by the daemon (from its hello event): its model_name, by default the model file's name without .gguf"}
 	AttrEngine = &Attr{Key: "engine",
 		Doc: "engine identifier configured on the daemon (from its hello event)"}
 	AttrOperation = &Attr{Key: "gen_ai.operation.name", Values: []string{OpChat, OpTextCompletion},

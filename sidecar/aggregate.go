@@ -28,16 +28,17 @@ import (
 // all closed keeps every series until [Aggregator.Expire] removes it after
 // ExpireAfter.
 type Aggregator struct {
-	reg         *registry
-	now         func() time.Time
-	shadow      bool
-	expireAfter time.Duration
-	maxTargets  int
-	bootWait    time.Duration // see AggregatorOptions.BootInUseWait
-	buffers     *budget       // shared by the connections' line buffers (nil: unbounded)
-	log         *slog.Logger
-	self        *selfMetrics
-	spans       *Spans // request spans and log lines (nil: off); set before the first event
+	reg          *registry
+	now          func() time.Time
+	shadow       bool
+	expireAfter  time.Duration
+	maxTargets   int
+	maxDeadBoots int           // max_dead_boots
+	bootWait     time.Duration // see AggregatorOptions.BootInUseWait
+	buffers      *budget       // shared by the connections' line buffers (nil: unbounded)
+	log          *slog.Logger
+	self         *selfMetrics
+	spans        *Spans // request spans and log lines (nil: off); set before the first event
 
 	mu      sync.Mutex // guards targets and boots; taken before a target's lock
 	targets map[targetKey]*target
@@ -60,6 +61,9 @@ type AggregatorOptions struct {
 	// MaxTargets caps the targets (0: DefaultConfig's); a hello past it is
 	// refused (too_many_targets).
 	MaxTargets int
+	// MaxDeadBoots caps the disconnected boots a target remembers (0:
+	// DefaultConfig's); older ones are folded into its retired totals.
+	MaxDeadBoots int
 	// MaxBufferedBytes bounds how much the connections' line buffers may
 	// grow, together, beyond their initial 64 KiB each (0: unbounded); a
 	// connection whose partial line needs more is closed (buffer_full).
@@ -95,6 +99,10 @@ func NewAggregator(opt AggregatorOptions) *Aggregator {
 	}
 	if a.maxTargets <= 0 {
 		a.maxTargets = DefaultConfig().MaxTargets
+	}
+	a.maxDeadBoots = opt.MaxDeadBoots
+	if a.maxDeadBoots <= 0 {
+		a.maxDeadBoots = MaxDeadBoots
 	}
 	a.self = newSelfMetrics(a.reg, a.now)
 	return a
@@ -202,6 +210,9 @@ func (c *Conn) Apply(ev *schema.Event) error {
 		}
 		t.a.self.events[kindRequest].c.Inc()
 		if sp := t.a.spans; sp != nil {
+			if sp.exports() {
+				t.exemplify(indexOf(schema.AttrOperation.Values, ev.Operation), &ev.RequestBody, ev.TimeUnixNano)
+			}
 			sp.Request(t.key.model, &ev.RequestBody, ev.TimeUnixNano)
 		}
 		return nil
@@ -275,12 +286,12 @@ func (c *Conn) hello(ev *schema.Event) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if b == nil {
-		// A new boot: first fold the dead ones past 2 × MaxDeadBoots down
-		// to MaxDeadBoots, so a flood of boot ids (a crash-looping daemon,
-		// or any allowed peer) holds a bounded number of boots and each
-		// hello folds MaxDeadBoots of them at most, amortized.
-		if len(t.order)-t.connected > 2*MaxDeadBoots {
-			t.foldDeadBoots(MaxDeadBoots)
+		// A new boot: first fold the dead ones past 2 × max_dead_boots
+		// down to max_dead_boots, so a flood of boot ids (a crash-looping
+		// daemon, or any allowed peer) holds a bounded number of boots and
+		// each hello folds one boot at most, amortized.
+		if len(t.order)-t.connected > 2*a.maxDeadBoots {
+			t.foldDeadBoots(a.maxDeadBoots)
 		}
 		b = &boot{id: strings.Clone(ev.Boot), t: t}
 		t.boots[b.id] = b

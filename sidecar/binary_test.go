@@ -212,12 +212,15 @@ func TestLiveRSS(t *testing.T) {
 				mib(idle), mib(idleAnon), mib(idleFile), daemons, events, mib(rss), mib(anon), mib(file), mib(hwm))
 			peak[mode] = hwm
 			if spans {
-				// Issue 28's budget is 4 MiB, and it is not met yet: spans took
-				// +2.9 MiB on a machine at load 23, but +7.5 MiB in a
-				// fresh-clone make test on a quiet one, where the flood is
-				// faster and more spans are in flight at once. Until the span
-				// pipeline is slimmed, this holds the growth at 10 MiB, so a
-				// regression still fails; the note of issue 28 says so.
+				// Issue 28's budget is 4 MiB. Spans took +2.9 MiB at load 23
+				// and +7.5 MiB in a fresh-clone make test on a quiet machine,
+				// where the flood is faster and more spans are in flight at
+				// once. Built without the SDK's tracer (eventspan.go) they
+				// take +2.0–2.9 MiB at load 15 (the tracer build, alternated
+				// with it: +2.8–2.9), of which ~1.1 MiB is the exporter's code
+				// paged in (file-backed), not heap. The quiet case was not
+				// measured again, so the bound stays at 10 MiB: a regression
+				// fails, and the 4 MiB budget is not claimed.
 				if grown := hwm - peak["otlp=false"]; peak["otlp=false"] > 0 && grown > 10*1024 {
 					t.Fatalf("spans take peak RSS %.1f MiB above the run without them (bound 10 MiB; issue 28's budget is 4 MiB)", float64(grown)/1024)
 				}

@@ -43,6 +43,13 @@ type Config struct {
 	// too_many_targets, and its connection closed. Default 64 (sized for
 	// the daemons of one node).
 	MaxTargets int `toml:"max_targets"`
+	// MaxDeadBoots caps the disconnected boots (daemon runs, by boot id) a
+	// target remembers: past it, the oldest are folded into the target's
+	// retired totals at the next hello of a new boot (which lets them reach
+	// twice the cap first) and at each expiry pass. A folded boot that
+	// comes back is a new one, so keep it above the daemons one target
+	// restarts at once. Each remembered boot holds about 8 KiB. Default 16.
+	MaxDeadBoots int `toml:"max_dead_boots"`
 	// MaxConnections caps the open daemon connections: one more is closed
 	// at once and counted under too_many_connections. Each connection
 	// buffers 64 KiB, and more only from max_buffered_bytes, so the socket's
@@ -116,6 +123,7 @@ func DefaultConfig() Config {
 		Listen:           "127.0.0.1:9464",
 		MaxLineBytes:     1 << 20,
 		MaxTargets:       64,
+		MaxDeadBoots:     MaxDeadBoots,
 		MaxConnections:   64,
 		MaxBufferedBytes: 16 << 20,
 		ExpireAfter:      5 * time.Minute,
@@ -129,6 +137,7 @@ const (
 	minLineBytes     = 4 << 10  // a hello or a request event must fit
 	maxLineBytes     = 64 << 20 // the per-connection buffer grows up to this
 	maxTargets       = 100_000
+	maxDeadBoots     = 4096 // × 2 × ~8 KiB: 64 MiB for one target at most
 	maxConnections   = 65_536
 	maxBufferedBytes = 1 << 30
 )
@@ -158,6 +167,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTargets < 1 || c.MaxTargets > maxTargets {
 		return fmt.Errorf("max_targets: %d not in 1..%d", c.MaxTargets, maxTargets)
+	}
+	if c.MaxDeadBoots < 1 || c.MaxDeadBoots > maxDeadBoots {
+		return fmt.Errorf("max_dead_boots: %d not in 1..%d", c.MaxDeadBoots, maxDeadBoots)
 	}
 	if c.MaxConnections < 1 || c.MaxConnections > maxConnections {
 		return fmt.Errorf("max_connections: %d not in 1..%d", c.MaxConnections, maxConnections)

@@ -66,7 +66,7 @@ func TestConfigGoodValues(t *testing.T) {
 	}
 	want := Config{
 		Socket: "/run/picometer/events.sock", SocketMode: "0600", Listen: "0.0.0.0:19464",
-		MaxLineBytes: 65536, MaxTargets: 16, MaxConnections: 8, MaxBufferedBytes: 1 << 20, AllowedUIDs: []int{1000, 1001}, AllowedGIDs: []int{2000}, ExpireAfter: 90 * time.Second, LogLevel: "debug", MemoryLimitMiB: 32,
+		MaxLineBytes: 65536, MaxTargets: 16, MaxDeadBoots: 4, MaxConnections: 8, MaxBufferedBytes: 1 << 20, AllowedUIDs: []int{1000, 1001}, AllowedGIDs: []int{2000}, ExpireAfter: 90 * time.Second, LogLevel: "debug", MemoryLimitMiB: 32,
 		OTLP: OTLPConfig{Endpoint: "https://otel.example:4318/v1/metrics", Protocol: "grpc",
 			Interval: 15 * time.Second, Timeout: 5 * time.Second,
 			Headers: map[string]string{"authorization": "Bearer token"}},

@@ -21,7 +21,8 @@ import (
 type cumHist struct {
 	seriesMeta
 	h  *schema.Hist // in the target's totals
-	mu *sync.Mutex  // the target's lock: it guards h
+	mu *sync.Mutex  // the target's lock: it guards h and ex
+	ex []exemplar   // per bucket, +Inf last (exemplars.go); nil until its first exemplar
 }
 
 // cumHist returns the request histogram series of family famID over h.
@@ -35,8 +36,15 @@ func (t *target) cumHist(famID string, h *schema.Hist, extra ...label) *cumHist 
 }
 
 // appendProm writes the series as histSeries does, from the totals' state.
-func (c *cumHist) appendProm(b []byte) []byte {
+func (c *cumHist) appendProm(b []byte) []byte { return c.appendText(b, false) }
+
+// appendOM writes the series for OpenMetrics: appendProm's lines with each
+// bucket's exemplar.
+func (c *cumHist) appendOM(b []byte) []byte { return c.appendText(b, true) }
+
+func (c *cumHist) appendText(b []byte, withExemplars bool) []byte {
 	var stack [maxStackBuckets + 1]uint64
+	var exStack [maxStackBuckets + 1]exemplar
 	n := len(c.fam.f.Buckets)
 	counts := stack[:0]
 	if n+1 <= len(stack) {
@@ -44,13 +52,21 @@ func (c *cumHist) appendProm(b []byte) []byte {
 	} else {
 		counts = make([]uint64, n+1)
 	}
+	var ex []exemplar
 	c.mu.Lock()
 	copy(counts, c.h.Counts)
 	sum := c.h.Sum
+	if withExemplars && c.ex != nil {
+		ex = exStack[:0]
+		if n+1 > len(exStack) {
+			ex = make([]exemplar, 0, n+1)
+		}
+		ex = append(ex, c.ex...)
+	}
 	c.mu.Unlock()
 	var count uint64
 	for _, v := range counts {
 		count += v
 	}
-	return appendHistLines(b, c.fam, c.name, c.fam.f.Buckets, counts[:n], count, sum)
+	return appendHistLines(b, c.fam, c.name, c.fam.f.Buckets, counts[:n], count, sum, ex)
 }

@@ -11,7 +11,9 @@
 // target.go (targets and boots), apply_request.go, apply_totals.go and
 // apply_engine.go (applying the three kinds of events), expire.go (expiry),
 // registry.go (the series, by owner, and their OTLP shadows), exposition.go
-// (/metrics, written from the values), histogram.go ("le" histograms),
+// (/metrics, written from the values), openmetrics.go (the same in
+// OpenMetrics, for a scraper that asks), exemplars.go (each bucket's last
+// traced request), histogram.go ("le" histograms),
 // cumhist.go (the request histograms, settable to a daemon's totals), otlp.go
 // (producer, exporters, resource), self.go (self-metrics) and sidecar.go
 // (wiring); cmd/picometer-sidecar is main.

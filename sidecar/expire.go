@@ -55,7 +55,7 @@ func (a *Aggregator) expireOne(t *target, now time.Time) bool {
 		delete(a.targets, t.key)
 		return true
 	}
-	t.foldDeadBoots(MaxDeadBoots)
+	t.foldDeadBoots(a.maxDeadBoots)
 	return false
 }
 

@@ -91,7 +91,7 @@ func (c *collector) add(s series) {
 		copy(counts, s.h.Counts)
 		fp.hist = append(fp.hist, metricdata.HistogramDataPoint[float64]{
 			Attributes: m.attrs, StartTime: m.start, Time: c.now,
-			Count: s.h.Count(), Sum: s.h.Sum, Bounds: m.fam.f.Buckets, BucketCounts: counts})
+			Count: s.h.Count(), Sum: s.h.Sum, Bounds: m.fam.f.Buckets, BucketCounts: counts, Exemplars: s.otlpExemplars()})
 	case *counterSeries:
 		fp.ints = append(fp.ints, metricdata.DataPoint[int64]{Attributes: m.attrs, StartTime: m.start, Time: c.now, Value: int64(s.c.Get())})
 	case *floatCounterSeries:

@@ -47,12 +47,13 @@ type registry struct {
 
 // family is one schema family.
 type family struct {
-	f      *schema.Family
-	index  int          // position in schema.Families
-	name   string       // f.PromName()
-	header string       // "# HELP …\n# TYPE …\n"
-	les    []string     // histograms: leLabels(f.Buckets)
-	n      atomic.Int64 // series registered, over all owners
+	f        *schema.Family
+	index    int          // position in schema.Families
+	name     string       // f.PromName()
+	header   string       // "# HELP …\n# TYPE …\n"
+	omHeader string       // the same in OpenMetrics (openmetrics.go)
+	les      []string     // histograms: leLabels(f.Buckets)
+	n        atomic.Int64 // series registered, over all owners
 }
 
 // owner holds the series of one target, or the sidecar's own.
@@ -72,7 +73,7 @@ func newRegistry() *registry {
 	for i, f := range schema.Families {
 		name := f.PromName()
 		fam := &family{f: f, index: i, name: name,
-			header: "# HELP " + name + " " + escapeHelp(f.Help) + "\n# TYPE " + name + " " + f.Kind.PromType() + "\n"}
+			header: "# HELP " + name + " " + escapeHelp(f.Help) + "\n# TYPE " + name + " " + f.Kind.PromType() + "\n", omHeader: omHeader(f)}
 		if f.Kind == schema.KindHistogram {
 			fam.les = leLabels(newLEHistogram(f.Buckets).bounds)
 		}

@@ -65,7 +65,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*Sidecar, error) {
 	}
 	s := &Sidecar{cfg: cfg, otlp: o, log: opt.Logger, now: opt.Now}
 	s.Agg = NewAggregator(AggregatorOptions{Now: opt.Now, OTLP: o.Enabled, ExpireAfter: cfg.ExpireAfter,
-		MaxTargets: cfg.MaxTargets, MaxBufferedBytes: int64(cfg.MaxBufferedBytes), Logger: opt.Logger})
+		MaxTargets: cfg.MaxTargets, MaxDeadBoots: cfg.MaxDeadBoots, MaxBufferedBytes: int64(cfg.MaxBufferedBytes), Logger: opt.Logger})
 	s.hist = newHistory(s.Agg)
 	if o.Enabled {
 		exp, err := NewExporter(ctx, o)

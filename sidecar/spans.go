@@ -25,8 +25,10 @@ import (
 // measured its moments; the sidecar only turns the event into a SERVER span
 // named "{gen_ai.operation.name} {gen_ai.request.model}" with the OTel
 // GenAI attributes, three INTERNAL children (queue, prefill, decode) and a
-// first-token event, through the OTel SDK's tracer so that the SDK's
-// limits, resource and OTLP encoding apply.
+// first-token event, as finished spans (eventspan.go) that the OTel SDK's
+// OTLP trace exporter encodes and sends. The SDK's tracer is not used: the
+// event fixes every field, and recording each span through it cost ~40% of
+// the CPU per traced request.
 //
 // A span cannot be rebuilt from a totals event: totals carry counts and
 // histogram buckets, not a request's ids and moments. A request the sidecar
@@ -75,42 +77,11 @@ const (
 // Spans builds and exports request spans. Its methods are safe for
 // concurrent use.
 type Spans struct {
-	tracer   trace.Tracer
-	provider *sdktrace.TracerProvider
-	proc     *spanBatcher
-	lost     *spanLoss
-	log      *slog.Logger
-	logReq   bool
-}
-
-// eventIDsKey carries a request's ids to idGenerator through the context
-// of the span's start: the SDK takes span ids only from its IDGenerator.
-type eventIDsKey struct{}
-
-type eventIDs struct {
-	tid trace.TraceID
-	sid trace.SpanID
-}
-
-// idGenerator gives the SERVER span the ids of its event, and children
-// random span ids.
-type idGenerator struct{}
-
-func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	if ids, ok := ctx.Value(eventIDsKey{}).(*eventIDs); ok {
-		return ids.tid, ids.sid
-	}
-	var tid trace.TraceID
-	binary.BigEndian.PutUint64(tid[:8], rand.Uint64())
-	binary.BigEndian.PutUint64(tid[8:], rand.Uint64()|1)
-	return tid, randomSpanID()
-}
-
-func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
-	if ids, ok := ctx.Value(eventIDsKey{}).(*eventIDs); ok {
-		return ids.sid
-	}
-	return randomSpanID()
+	proc   *spanBatcher // nil: spans off (log lines only)
+	res    *resource.Resource
+	lost   *spanLoss
+	log    *slog.Logger
+	logReq bool
 }
 
 func randomSpanID() (id trace.SpanID) {
@@ -122,10 +93,19 @@ func randomSpanID() (id trace.SpanID) {
 // res; lost counts spans lost by reason (schema.SpanLossReasons). With
 // logRequests it also logs one line per finished request.
 func NewSpans(exp sdktrace.SpanExporter, res *resource.Resource, lost *spanLoss, timeout time.Duration, log *slog.Logger, logRequests bool) *Spans {
-	proc := newSpanBatcher(exp, lost, timeout, log)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithIDGenerator(idGenerator{}),
-		sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(proc))
-	return &Spans{tracer: tp.Tracer(ScopeName), provider: tp, proc: proc, lost: lost, log: log, logReq: logRequests}
+	if res == nil {
+		res = resource.Empty()
+	}
+	return &Spans{proc: newSpanBatcher(exp, lost, timeout, log), res: res, lost: lost, log: log, logReq: logRequests}
+}
+
+// exports reports whether s exports spans (else it only logs).
+func (s *Spans) exports() bool { return s.proc != nil }
+
+// requestSpans is one request's spans, allocated together.
+type requestSpans struct {
+	server, queue, prefill, decode eventSpan
+	first                          [1]sdktrace.Event
 }
 
 // Request builds the spans of one finished request of a daemon serving
@@ -136,20 +116,22 @@ func (s *Spans) Request(model string, r *schema.RequestBody, ts int64) {
 	if s.logReq {
 		s.logRequest(model, r)
 	}
-	if s.tracer == nil || !r.Sampled || r.TraceID == "" {
+	if s.proc == nil || !r.Sampled || r.TraceID == "" {
 		return
 	}
-	ids := &eventIDs{}
-	if !decodeHex(ids.tid[:], r.TraceID) || !decodeHex(ids.sid[:], r.SpanID) {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	if !decodeHex(tid[:], r.TraceID) || !decodeHex(sid[:], r.SpanID) {
 		return // schema validated both: unreachable
 	}
-	ctx := context.WithValue(context.Background(), eventIDsKey{}, ids)
+	var state trace.TraceState
+	var parent trace.SpanContext
 	if r.ParentSpanID != "" {
 		var pid trace.SpanID
 		decodeHex(pid[:], r.ParentSpanID)
-		state, _ := trace.ParseTraceState(strings.Clone(r.TraceState)) // the daemon validated it; an error leaves it empty
-		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID: ids.tid, SpanID: pid, TraceFlags: trace.FlagsSampled, TraceState: state, Remote: true}))
+		state, _ = trace.ParseTraceState(strings.Clone(r.TraceState)) // the daemon validated it; an error leaves it empty
+		parent = trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: tid, SpanID: pid, TraceFlags: trace.FlagsSampled, TraceState: state, Remote: true})
 	}
 	start := time.Unix(0, r.StartUnixNano)
 	if r.StartUnixNano == 0 {
@@ -157,8 +139,10 @@ func (s *Spans) Request(model string, r *schema.RequestBody, ts int64) {
 	}
 	at := func(us int64) time.Time { return start.Add(time.Duration(us) * time.Microsecond) }
 
-	attrs := make([]attribute.KeyValue, 0, 20)
-	attrs = append(attrs,
+	rs := &requestSpans{}
+	srv := &rs.server
+	srv.attrs = make([]attribute.KeyValue, 0, 20)
+	srv.attrs = append(srv.attrs,
 		attribute.String(attrOperation, r.Operation),
 		attribute.String(attrRequestModel, model),
 		attribute.String(attrResponseModel, model),
@@ -169,45 +153,52 @@ func (s *Spans) Request(model string, r *schema.RequestBody, ts int64) {
 		attribute.Bool(attrStream, r.Stream),
 	)
 	if r.MaxTokens > 0 {
-		attrs = append(attrs, attribute.Int(attrMaxTokens, r.MaxTokens),
+		srv.attrs = append(srv.attrs, attribute.Int(attrMaxTokens, r.MaxTokens),
 			attribute.Float64(attrTemperature, r.Temperature), attribute.Float64(attrTopP, r.TopP))
 	}
 	if r.FirstTokenUS >= 0 {
-		attrs = append(attrs, attribute.Float64(attrTTFT, seconds(r.FirstTokenUS)))
+		srv.attrs = append(srv.attrs, attribute.Float64(attrTTFT, seconds(r.FirstTokenUS)))
 	}
-	et := schema.RequestErrorType(r)
-	if et != "" {
-		attrs = append(attrs, attribute.String(attrErrorType, et))
+	if et := schema.RequestErrorType(r); et != "" {
+		srv.attrs = append(srv.attrs, attribute.String(attrErrorType, et))
+		srv.status = sdktrace.Status{Code: codes.Error, Description: et}
 	}
-	_, span := s.tracer.Start(ctx, r.Operation+" "+model, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(start), trace.WithAttributes(attrs...))
-	if et != "" {
-		span.SetStatus(codes.Error, et)
-	}
-	child := trace.ContextWithSpan(context.Background(), span)
-	phase := func(name string, from, to int64, kv ...attribute.KeyValue) {
+	srv.name, srv.kind, srv.parent, srv.res = r.Operation+" "+model, trace.SpanKindServer, parent, s.res
+	srv.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: state})
+	srv.start, srv.end = start, at(r.FinishUS)
+
+	var done []*eventSpan
+	phase := func(c *eventSpan, name string, from, to int64, kv ...attribute.KeyValue) {
 		if from < 0 || to < from {
 			return
 		}
-		_, c := s.tracer.Start(child, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(at(from)), trace.WithAttributes(kv...))
-		c.End(trace.WithTimestamp(at(to)))
+		c.name, c.kind, c.parent, c.res, c.attrs = name, trace.SpanKindInternal, srv.sc, s.res, kv
+		c.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: randomSpanID(), TraceFlags: trace.FlagsSampled, TraceState: state})
+		c.start, c.end = at(from), at(to)
+		srv.children++
+		done = append(done, c)
 	}
 	queueEnd := r.AdmittedUS
 	if queueEnd < 0 {
 		queueEnd = r.FinishUS // never admitted: queued until it ended
 	}
-	phase("queue", 0, queueEnd)
+	phase(&rs.queue, "queue", 0, queueEnd)
 	prefillEnd := r.FirstTokenUS
 	if prefillEnd < 0 && r.AdmittedUS >= 0 {
 		prefillEnd = r.FinishUS
 	}
-	phase("prefill", r.AdmittedUS, prefillEnd, attribute.Int(attrPrefillTokens, r.PrefillTokens))
+	phase(&rs.prefill, "prefill", r.AdmittedUS, prefillEnd, attribute.Int(attrPrefillTokens, r.PrefillTokens))
 	if r.FirstTokenUS >= 0 {
-		span.AddEvent("gen_ai.first_token", trace.WithTimestamp(at(r.FirstTokenUS)))
-		phase("decode", r.FirstTokenUS, r.LastTokenUS, attribute.Int(attrDecodeTokens, r.DecodeTokens),
+		rs.first[0] = sdktrace.Event{Name: "gen_ai.first_token", Time: at(r.FirstTokenUS)}
+		srv.events = rs.first[:]
+		phase(&rs.decode, "decode", r.FirstTokenUS, r.LastTokenUS, attribute.Int(attrDecodeTokens, r.DecodeTokens),
 			attribute.Int(attrDraftTokens, r.DraftTokens), attribute.Int(attrAccepted, r.AcceptedTokens))
 	}
-	span.End(trace.WithTimestamp(at(r.FinishUS)))
+	// Children end first, as a tracer would end them.
+	for _, c := range done {
+		s.proc.OnEnd(c)
+	}
+	s.proc.OnEnd(srv)
 }
 
 // logRequest writes the opt-in log line of a finished request.
@@ -225,18 +216,18 @@ func decodeHex(dst []byte, s string) bool {
 
 // Flush exports every span built so far.
 func (s *Spans) Flush(ctx context.Context) error {
-	if s.provider == nil {
+	if s.proc == nil {
 		return nil
 	}
-	return s.provider.ForceFlush(ctx)
+	return s.proc.ForceFlush(ctx)
 }
 
 // Shutdown exports what is left and stops.
 func (s *Spans) Shutdown(ctx context.Context) error {
-	if s.provider == nil {
+	if s.proc == nil {
 		return nil
 	}
-	return s.provider.Shutdown(ctx)
+	return s.proc.Shutdown(ctx)
 }
 
 // spanLoss counts spans lost by reason (schema.SpanLossReasons).

@@ -16,9 +16,9 @@ import (
 // its last cumulative snapshot and the gauges and info series that follow
 // the boots that speak. aggregate_test.go covers it.
 
-// MaxDeadBoots bounds the disconnected boots a live target remembers; older
-// ones are folded into the target's retired totals (if such a boot came back,
-// its counters would be counted twice).
+// MaxDeadBoots is max_dead_boots' default: the disconnected boots a live
+// target remembers; older ones are folded into the target's retired totals
+// (if such a boot came back, its counters would be counted twice).
 const MaxDeadBoots = 16
 
 type targetKey struct{ model, engine string }

@@ -3,7 +3,7 @@
 // /debug/engine_metrics) and streams NDJSON metric events to the
 // sidecar's unix socket. See daemon.Config for the configuration file.
 //
-//	picometerd [--config FILE] [--check-config] [--model FILE] [--listen ADDR]
+//	picometerd [--config FILE] [--check-config] [--model FILE] [--model-name NAME] [--listen ADDR]
 //	           [--metrics-socket PATH] [--b-max N] [--spec-k N] [--spec-ngram-min N] [--context N]
 //	           [--backend native|iree]
 //	           [--threads N]
@@ -43,6 +43,7 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 		configPath = fl.String("config", "", "TOML configuration `file` (default: none; built-in defaults)")
 		check      = fl.Bool("check-config", false, "validate the configuration and that the model file is readable, print it (TOML) and exit")
 		model      = fl.String("model", def.Model, "GGUF model `file`; overrides model")
+		modelName  = fl.String("model-name", def.ModelName, "the `name` the model is served under (vLLM's --served-model-name, llama-server's --alias); default: the model file's name without .gguf; overrides model_name")
 		listen     = fl.String("listen", def.Listen, "HTTP `address`; overrides listen")
 		socket     = fl.String("metrics-socket", def.Metrics.Socket, "the sidecar's unix socket `path`, or \"off\"; overrides metrics.socket")
 		bMax       = fl.Int("b-max", def.Engine.BMax, "`n` engine slots: the most requests decoded together; overrides engine.b_max")
@@ -79,8 +80,9 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 	}
 	// Only flags given on the command line override the file.
 	config.Overrides(fl, map[string]func(){
-		"model":  func() { cfg.Model = *model },
-		"listen": func() { cfg.Listen = *listen },
+		"model":      func() { cfg.Model = *model },
+		"model-name": func() { cfg.ModelName = *modelName },
+		"listen":     func() { cfg.Listen = *listen },
 		"metrics-socket": func() {
 			cfg.Metrics.Socket = *socket
 			if *socket == "off" {
