@@ -164,6 +164,11 @@ type EngineConfig struct {
 	// the KV cache is sized by it. 0 means the model's context_length, at
 	// most 4096 (native.DefaultContext); at most the model's. Default 0.
 	Context int `toml:"context"`
+	// PrefixCaching reuses the KV blocks of prompt prefixes earlier
+	// requests computed (a shared system prompt, the turns of a
+	// conversation); false turns it off. Output is the same either way.
+	// Default true.
+	PrefixCaching bool `toml:"prefix_caching"`
 	// Backend is the engine that runs the model: "native" (picometer's C
 	// engine) or "iree" (IREE's runtime, only in a picometerd built with
 	// -tags iree; docs/IREE.md). Default "native".
@@ -246,7 +251,7 @@ func DefaultConfigOn(root fs.FS) Config {
 		Engine: EngineConfig{
 			BMax: nc.BMax, SpecK: nc.SpecK, SpecNgramMin: nc.SpecNgramMin, PrefillChunk: nc.PrefillChunk, BlockSize: nc.BlockSize,
 			KVBlocks: nc.KVBlocks, MaxWaiting: nc.MaxWaiting, Threads: nc.Threads, Kernel: nc.Kernel,
-			Backend: BackendNative, IREERuntime: DefaultIREERuntime,
+			Backend: BackendNative, IREERuntime: DefaultIREERuntime, PrefixCaching: true,
 		},
 		Metrics: MetricsConfig{
 			Socket:           schema.DefaultSocketPath(os.Getenv, os.Geteuid()),
@@ -386,5 +391,6 @@ func (c *Config) NativeConfig() native.Config {
 	nc.BMax, nc.SpecK, nc.PrefillChunk, nc.BlockSize = e.BMax, e.SpecK, e.PrefillChunk, e.BlockSize
 	nc.KVBlocks, nc.MaxWaiting, nc.Threads, nc.Kernel = e.KVBlocks, e.MaxWaiting, e.Threads, e.Kernel
 	nc.Context, nc.SpecNgramMin = e.Context, e.SpecNgramMin
+	nc.NoPrefixCache = !e.PrefixCaching
 	return nc
 }

@@ -67,6 +67,13 @@ type Config struct {
 	// context_length, at most DefaultContext; otherwise 2..the model's
 	// context_length. Engine.Info().ContextLength reports the value in use.
 	Context int
+	// NoPrefixCache turns prefix caching off. By default (false) full KV
+	// blocks are identified by a hash of their tokens chained with the
+	// previous block's, shared by requests whose sequences start alike, and
+	// kept after use until their space is needed (least recently used
+	// first); a request's prefill starts after the longest cached prefix
+	// (never covering its last token). Output is the same either way.
+	NoPrefixCache bool
 }
 
 // DefaultContext is the context an engine uses when Config.Context is 0 and
@@ -194,7 +201,8 @@ type RequestStats struct {
 	FinishNS     int64 // finished or cancelled
 
 	PromptTokens     int
-	PrefillTokens    int // tokens run through prefill (prompt + recomputation)
+	CachedTokens     int // prompt tokens whose K/V came from the prefix cache (first admission)
+	PrefillTokens    int // tokens run through prefill (prompt + recomputation, less what the cache held)
 	DecodeTokens     int // output tokens of decode/verify steps: not the token a prefill ends with (the first, and one per recomputation after a preemption)
 	CompletionTokens int
 	DraftTokens      int // speculative tokens proposed

@@ -58,6 +58,9 @@ typedef struct {
 				* most PM_DEFAULT_CTX; else 2..the model's context_length */
 	int32_t spec_ngram_min; /* shortest n-gram match that drafts, 0 = default (3),
 				 * else 1..PM_SPEC_NGRAM_MAX */
+	int32_t no_prefix_cache; /* 1 turns prefix caching off (default 0: full KV blocks are
+				  * shared by requests with the same prefix, and kept after
+				  * use until their space is needed) */
 } pm_engine_config;
 
 /* One request's generation parameters (see native.Params). */
@@ -82,7 +85,10 @@ typedef struct {
 typedef struct {
 	int64_t arrival_ns, admitted_ns, first_token_ns, last_token_ns, finish_ns;
 	int32_t prompt_tokens;
-	int32_t prefill_tokens;    /* prompt + recomputation after preemption */
+	int32_t cached_tokens;     /* prompt tokens whose K/V came from the prefix cache at
+				    * admission (the first one; 0 with the cache off) */
+	int32_t prefill_tokens;    /* prompt + recomputation after preemption, less what the
+				    * prefix cache supplied */
 	int32_t decode_tokens;     /* output tokens of decode/verify steps */
 	int32_t completion_tokens; /* all output tokens */
 	int32_t draft_tokens, accepted_tokens, preemptions;
@@ -136,6 +142,9 @@ typedef struct {
 	int64_t prompt_tokens, completion_tokens; /* of finished requests */
 	int64_t prefill_tokens, decode_tokens;    /* per step */
 	int64_t preemptions, requests_finished, steps_dropped;
+	/* prefix cache: tokens looked up and found at every admission (a
+	 * recomputation after preemption too), blocks evicted to make room */
+	int64_t prefix_queries, prefix_hits, prefix_evictions;
 	pm_time_cost decode_by_bs[PM_MAX_BATCH + 1]; /* index = batch size */
 	pm_time_cost draft_by_bs[PM_MAX_BATCH + 1];
 	pm_time_cost verify_by_bs[PM_MAX_BATCH + 1];
@@ -145,6 +154,7 @@ typedef struct {
 	pm_request_stats last_finished; /* its emit_ns is NULL */
 	/* live gauges, filled by pm_engine_metrics */
 	int32_t running, waiting, slots, kv_blocks_used, kv_blocks_total;
+	int32_t kv_blocks_cached; /* blocks the prefix cache publishes, held or not */
 } pm_engine_metrics;
 
 typedef struct pm_engine pm_engine;

@@ -154,6 +154,19 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 	ALLOC(e->kcache, kv);
 	ALLOC(e->vcache, kv);
 	ALLOC(e->free_blocks, e->n_blocks);
+	e->pc_mask = 1;
+	while (e->pc_mask < 2u * (uint32_t)e->n_blocks)
+		e->pc_mask <<= 1;
+	e->pc_mask--;
+	ALLOC(e->pc_ref, e->n_blocks);
+	ALLOC(e->pc_hashed, e->n_blocks);
+	ALLOC(e->pc_hash, e->n_blocks);
+	ALLOC(e->pc_parent, e->n_blocks);
+	ALLOC(e->pc_tokens, (size_t)e->n_blocks * e->bs);
+	ALLOC(e->pc_chain, e->n_blocks);
+	ALLOC(e->pc_bucket, (size_t)e->pc_mask + 1);
+	ALLOC(e->lru_prev, e->n_blocks);
+	ALLOC(e->lru_next, e->n_blocks);
 	ALLOC(e->slots, b);
 	ALLOC(e->tables, (size_t)b * e->blocks_per_slot);
 	ALLOC(e->reqs, e->n_reqs);
@@ -232,6 +245,15 @@ void pm_engine_free(pm_engine *e)
 	free(e->kcache);
 	free(e->vcache);
 	free(e->free_blocks);
+	free(e->pc_ref);
+	free(e->pc_hashed);
+	free(e->pc_hash);
+	free(e->pc_parent);
+	free(e->pc_tokens);
+	free(e->pc_chain);
+	free(e->pc_bucket);
+	free(e->lru_prev);
+	free(e->lru_next);
 	free(e->slots);
 	free(e->tables);
 	free(e->reqs);
@@ -523,6 +545,7 @@ int pm_engine_get_metrics(pm_engine *e, const pm_engine_metrics **m)
 	e->met.slots = e->cfg.b_max;
 	e->met.kv_blocks_total = e->n_blocks;
 	e->met.kv_blocks_used = e->n_blocks - e->n_free;
+	e->met.kv_blocks_cached = e->n_cached;
 	*m = &e->met;
 	return PM_OK;
 }

@@ -86,6 +86,9 @@ func Open(path string, cfg Config) (*Engine, error) {
 	if cfg.NoMetrics {
 		cc.no_metrics = 1
 	}
+	if cfg.NoPrefixCache {
+		cc.no_prefix_cache = 1
+	}
 	switch cfg.Kernel {
 	case "avx2":
 		cc.kernel = C.PM_KERNEL_AVX2
@@ -108,17 +111,18 @@ func Open(path string, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{c: ce}
 	e.cfg = Config{
-		BMax:         int(cc.b_max),
-		SpecK:        int(cc.spec_k),
-		PrefillChunk: int(cc.prefill_chunk),
-		BlockSize:    int(cc.block_size),
-		KVBlocks:     int(cc.kv_blocks),
-		MaxWaiting:   int(cc.max_waiting),
-		Threads:      int(cc.threads),
-		StepRing:     int(cc.step_ring),
-		NoMetrics:    cc.no_metrics != 0,
-		Kernel:       cfg.Kernel,
-		Context:      int(cc.ctx),
+		BMax:          int(cc.b_max),
+		SpecK:         int(cc.spec_k),
+		PrefillChunk:  int(cc.prefill_chunk),
+		BlockSize:     int(cc.block_size),
+		KVBlocks:      int(cc.kv_blocks),
+		MaxWaiting:    int(cc.max_waiting),
+		Threads:       int(cc.threads),
+		StepRing:      int(cc.step_ring),
+		NoMetrics:     cc.no_metrics != 0,
+		NoPrefixCache: cc.no_prefix_cache != 0,
+		Kernel:        cfg.Kernel,
+		Context:       int(cc.ctx),
 	}
 	e.info = modelFile(model).Info
 	e.info.Kernel = C.GoString(kernel)
@@ -270,6 +274,7 @@ func fillStats(s *RequestStats, c *C.pm_request_stats) {
 		LastTokenNS:      int64(c.last_token_ns),
 		FinishNS:         int64(c.finish_ns),
 		PromptTokens:     int(c.prompt_tokens),
+		CachedTokens:     int(c.cached_tokens),
 		PrefillTokens:    int(c.prefill_tokens),
 		DecodeTokens:     int(c.decode_tokens),
 		CompletionTokens: int(c.completion_tokens),
@@ -369,6 +374,10 @@ func (e *Engine) Snapshot(dst *Snapshot) {
 	dst.Preemptions = int64(m.preemptions)
 	dst.RequestsFinished = int64(m.requests_finished)
 	dst.StepsDropped = int64(m.steps_dropped)
+	dst.PrefixQueries = int64(m.prefix_queries)
+	dst.PrefixHits = int64(m.prefix_hits)
+	dst.PrefixEvictions = int64(m.prefix_evictions)
+	dst.KVBlocksCached = int(m.kv_blocks_cached)
 	dst.Running = int(m.running)
 	dst.Waiting = int(m.waiting)
 	dst.Slots = int(m.slots)

@@ -8,7 +8,8 @@
  *   pool.c         the compute threads and their jobs
  *   forward.c      the forward pass over a ragged batch (dispatch, attention,
  *                  RoPE, norms), kernel selection, model checks
- *   kv.c           KV block bookkeeping (reserve, truncate)
+ *   prefix.c       the prefix cache: block hashes, references, LRU eviction
+ *   kv.c           KV block bookkeeping (reserve, truncate, prefix reuse)
  *   sample.c       sampling (RNG, penalties, top-k/p, logprobs)
  *   stepmetrics.c  metrics recorded in the step loop, the clock
  *   spec.c         n-gram speculative drafts
@@ -61,6 +62,8 @@ typedef struct {
 	int32_t n_blocks;    /* entries of table in use */
 	int32_t *table;      /* [blocks_per_slot] KV block of positions b*bs.. */
 	int64_t admit_order; /* larger = admitted more recently */
+	int32_t n_hashed;    /* table[0..n_hashed) are hashed (prefix.c) */
+	uint64_t hash_last;  /* chained hash of block n_hashed-1 (a seed when 0) */
 	/* per step */
 	int32_t draft[PM_MAX_SPEC_K];
 	int32_t n_draft;
@@ -119,8 +122,22 @@ struct pm_engine {
 	int blocks_per_slot; /* ceil(ctx/bs) */
 	float *kcache;       /* [n_layers][n_blocks][bs][kvdim] */
 	float *vcache;       /* [n_layers][n_blocks][bs][kvdim] */
-	int32_t *free_blocks; /* [n_blocks] stack of free block ids */
-	int32_t n_free;
+	int32_t *free_blocks; /* [n_blocks] stack of free (unhashed, unheld) block ids */
+	int32_t n_stack;      /* entries of free_blocks */
+	int32_t n_free;       /* blocks a reservation may take: free + cached (prefix.c) */
+
+	/* prefix cache (prefix.c), all [n_blocks] but the buckets */
+	int32_t *pc_ref;      /* slot tables holding the block */
+	uint8_t *pc_hashed;   /* 1: published under pc_hash */
+	uint64_t *pc_hash;    /* chained hash of the block's tokens */
+	uint64_t *pc_parent;  /* the previous block's chained hash */
+	int32_t *pc_tokens;   /* [n_blocks][bs] the tokens it was published with */
+	int32_t *pc_chain;    /* next block of the same bucket, -1 */
+	int32_t *pc_bucket;   /* [pc_mask+1] first block of each bucket, -1 */
+	uint32_t pc_mask;     /* buckets - 1 (a power of two >= 2*n_blocks) */
+	int32_t *lru_prev, *lru_next; /* cached blocks, least recently released first */
+	int32_t lru_head, lru_tail;
+	int32_t n_cached;     /* published blocks, held or not */
 
 	/* slots and requests */
 	slot *slots;          /* [b_max] */
@@ -240,6 +257,18 @@ int forward_select_kernels(pm_engine *e);
 void forward_build_geo(pm_engine *e);
 void forward_build_rope(pm_engine *e);
 void forward_rows(pm_engine *e, int n, int nl);
+
+/* ---- prefix.c ---- */
+
+void prefix_init(pm_engine *e);
+int prefix_take(pm_engine *e);
+void prefix_release(pm_engine *e, int b);
+/* prefix_match gives slot s (no blocks yet) the cached blocks matching the
+ * longest prefix of seq[0..n) short of its last token, and returns how many
+ * positions they cover. */
+int prefix_match(pm_engine *e, slot *s, const int32_t *seq, int n);
+/* prefix_commit publishes the blocks of s that its n_kv positions filled. */
+void prefix_commit(pm_engine *e, slot *s, const int32_t *seq);
 
 /* ---- kv.c ---- */
 

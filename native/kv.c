@@ -2,15 +2,18 @@
  * kv.c: the paged KV cache's block bookkeeping.
  *
  * Contract: the cache is e->n_blocks blocks of e->bs positions (K and V
- * per layer: kv_at in engine_internal.h gives a position's row). Free
- * blocks are a stack (e->free_blocks[0..n_free)); slot s holds s->n_blocks
- * of them in s->table, block b covering positions b*bs .. b*bs+bs-1.
+ * per layer: kv_at in engine_internal.h gives a position's row). Slot s
+ * holds s->n_blocks blocks in s->table, block b covering positions
+ * b*bs .. b*bs+bs-1. e->n_free blocks may be taken: free ones, and cached
+ * ones (prefix.c) that a reservation evicts, least recently used first.
  * kv_reserve grows a slot's table to cover positions < upto (the caller
- * checked enough blocks are free: kv_blocks_short), kv_truncate returns the
- * blocks beyond those covering positions < keep (rejected drafts, a
- * released slot). No block is ever held by two slots or lost: every block
- * is on the free stack or in exactly one table. Nothing here allocates.
- * (Prefix reuse will land here.)
+ * checked enough blocks are available: kv_blocks_short), kv_truncate gives
+ * back the blocks beyond those covering positions < keep (rejected drafts,
+ * a released slot). A block is written only by the one slot whose n_kv
+ * lies inside it; blocks shared by several tables (prefix reuse) are full
+ * and published, so never written again. No block is lost: each is free,
+ * cached or held, and a held block's reference count is the number of
+ * tables holding it. Nothing here allocates.
  */
 #include "engine_internal.h"
 
@@ -31,7 +34,7 @@ int kv_blocks_short(const pm_engine *e, const slot *s, int upto)
 void kv_reserve(pm_engine *e, slot *s, int upto)
 {
 	while (s->n_blocks < kv_blocks_for(e, upto))
-		s->table[s->n_blocks++] = e->free_blocks[--e->n_free];
+		s->table[s->n_blocks++] = prefix_take(e);
 }
 
 /* kv_truncate frees the blocks of s beyond those covering positions < keep
@@ -40,7 +43,9 @@ void kv_truncate(pm_engine *e, slot *s, int keep)
 {
 	int want = kv_blocks_for(e, keep);
 	while (s->n_blocks > want)
-		e->free_blocks[e->n_free++] = s->table[--s->n_blocks];
+		prefix_release(e, s->table[--s->n_blocks]);
+	if (s->n_hashed > s->n_blocks)
+		s->n_hashed = s->n_blocks; /* only on release to 0: hashed blocks lie below n_kv */
 }
 
 /* Blocks that prefilling slots still need to finish their prefill. */
@@ -53,10 +58,13 @@ int kv_reserved_blocks(const pm_engine *e)
 	return n;
 }
 
-/* kv_init puts every block on the free stack (block 0 on top). */
+/* kv_init puts every block on the free stack (block 0 on top) and empties
+ * the prefix cache. */
 void kv_init(pm_engine *e)
 {
 	for (int i = 0; i < e->n_blocks; i++)
 		e->free_blocks[i] = e->n_blocks - 1 - i;
+	e->n_stack = e->n_blocks;
 	e->n_free = e->n_blocks;
+	prefix_init(e);
 }

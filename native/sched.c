@@ -11,7 +11,9 @@
  * accepting drafts while the sampled token equals them and rolling the
  * rest back (kv_truncate). When the cache runs short the most recently
  * admitted request is preempted: its blocks freed, it goes back to the
- * head of the queue to be recomputed. Outputs of the step are in e->outs,
+ * head of the queue to be recomputed. Admission starts a slot's prefill
+ * after the longest prefix the prefix cache holds (prefix.c), and the
+ * blocks a step fills are published there. Outputs of the step are in e->outs,
  * stamped with the step's end time. Greedy output is the same whether a
  * token came from a prefill, decode or verify row, and whatever is batched
  * with it. Nothing here allocates.
@@ -57,16 +59,23 @@ static void release_slot(pm_engine *e, int si)
 	e->n_running--;
 }
 
-/* Puts request ri into free slot si; its prefill covers all of seq. */
+/* Puts request ri into free slot si; its prefill covers all of seq but the
+ * prefix the prefix cache holds. */
 void sched_admit(pm_engine *e, int ri, int si, int64_t now)
 {
 	req *r = &e->reqs[ri];
 	slot *s = &e->slots[si];
 	s->req = ri;
 	s->state = SLOT_PREFILL;
-	s->n_kv = 0;
 	s->prefill_end = r->n_seq;
 	s->n_blocks = 0;
+	s->n_kv = prefix_match(e, s, r->seq, r->n_seq);
+	if (r->st.preemptions == 0)
+		r->st.cached_tokens = s->n_kv;
+	if (!e->cfg.no_metrics && !e->cfg.no_prefix_cache) {
+		e->met.prefix_queries += r->n_seq;
+		e->met.prefix_hits += s->n_kv;
+	}
 	s->n_draft = 0;
 	s->busy = 0;
 	s->admit_order = ++e->admit_counter;
@@ -305,6 +314,7 @@ static void run_prefill(pm_engine *e)
 	for (int i = 0; i < ns; i++) {
 		slot *s = &e->slots[e->order[i]];
 		e->reqs[s->req].st.prefill_tokens += s->n_kv - s->pf_start;
+		prefix_commit(e, s, e->reqs[s->req].seq);
 		if (s->n_emitted)
 			deliver(e, s);
 	}
@@ -402,10 +412,12 @@ static void run_decode(pm_engine *e)
 				e->met.draft_count[d]++;
 				e->met.accept_count[d] += d < accepted;
 			}
-		if (!fin) { /* keep the K/V of the last token and the accepted drafts */
-			s->n_kv += 1 + accepted;
+		/* keep the K/V of the last token and the accepted drafts; a
+		 * finishing slot publishes it too, then releases its blocks */
+		s->n_kv += 1 + accepted;
+		if (!fin)
 			kv_truncate(e, s, s->n_kv);
-		}
+		prefix_commit(e, s, r->seq);
 	}
 	int64_t t1 = metrics ? pm_now() : 0;
 	for (int i = 0; i < ns; i++)

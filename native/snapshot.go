@@ -30,6 +30,13 @@ type Snapshot struct {
 	RequestsFinished     int64
 	StepsDropped         int64 // step records the ring could not keep
 
+	// Prefix cache: prompt tokens looked up and found in it at every
+	// admission (a recomputation after preemption too), and cached blocks
+	// evicted to make room. All 0 with Config.NoPrefixCache.
+	PrefixQueries   int64
+	PrefixHits      int64
+	PrefixEvictions int64
+
 	// LastFinished is the last request that finished, when HasLastFinished
 	// (its EmitNS is nil).
 	LastFinished    RequestStats
@@ -49,6 +56,9 @@ type Snapshot struct {
 	Slots         int
 	KVBlocksUsed  int
 	KVBlocksTotal int
+	// KVBlocksCached are the blocks the prefix cache holds (in use or
+	// idle); idle ones count as free in KVBlocksUsed.
+	KVBlocksCached int
 
 	// Steps are the engine steps since the previous snapshot.
 	Steps []StepRecord

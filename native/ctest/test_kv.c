@@ -25,6 +25,14 @@ static pm_engine *new_kv(void)
 	e->ctx = BS * PER_SLOT;
 	e->cfg.b_max = SLOTS;
 	e->free_blocks = calloc(NBLK, sizeof *e->free_blocks);
+	/* the prefix cache's arrays (nothing is published here: test_prefix.c) */
+	e->pc_mask = 2 * NBLK - 1;
+	e->pc_ref = calloc(NBLK, sizeof *e->pc_ref);
+	e->pc_hashed = calloc(NBLK, sizeof *e->pc_hashed);
+	e->pc_chain = calloc(NBLK, sizeof *e->pc_chain);
+	e->pc_bucket = calloc(2 * NBLK, sizeof *e->pc_bucket);
+	e->lru_prev = calloc(NBLK, sizeof *e->lru_prev);
+	e->lru_next = calloc(NBLK, sizeof *e->lru_next);
 	e->tables = calloc(SLOTS * PER_SLOT, sizeof *e->tables);
 	e->slots = calloc(SLOTS, sizeof *e->slots);
 	for (int i = 0; i < SLOTS; i++) {
@@ -38,6 +46,12 @@ static pm_engine *new_kv(void)
 static void free_kv(pm_engine *e)
 {
 	free(e->free_blocks);
+	free(e->pc_ref);
+	free(e->pc_hashed);
+	free(e->pc_chain);
+	free(e->pc_bucket);
+	free(e->lru_prev);
+	free(e->lru_next);
 	free(e->tables);
 	free(e->slots);
 	free(e);
@@ -48,7 +62,9 @@ static void free_kv(pm_engine *e)
 static int owned_once(const pm_engine *e)
 {
 	int seen[NBLK] = {0};
-	for (int i = 0; i < e->n_free; i++)
+	if (e->n_stack != e->n_free)
+		return 0;
+	for (int i = 0; i < e->n_stack; i++)
 		if (e->free_blocks[i] < 0 || e->free_blocks[i] >= NBLK || seen[e->free_blocks[i]]++)
 			return 0;
 	for (int s = 0; s < SLOTS; s++)
