@@ -158,7 +158,12 @@ type EngineConfig struct {
 	// fewer (ceil(quota/period), at least 1), at most 64; --check-config
 	// prints the value in force (DefaultThreads).
 	Threads int `toml:"threads"`
-	// Kernel is "auto", "avx2" or "portable". Default "auto".
+	// Kernel is the instruction-set path of every kernel: "auto" (the
+	// most capable measured path the CPU runs: "avx512vnni", else
+	// "avx2", else "portable"), or one by name: "avx512vnni", "avxvnni",
+	// "avx2", "portable" (a path the CPU cannot run fails the start,
+	// naming it). The startup log and /debug/engine_metrics ("kernel")
+	// say which runs. Default "auto".
 	Kernel string `toml:"kernel"`
 	// Context is the most tokens (prompt and output) a request may hold;
 	// the KV cache is sized by it. 0 means the model's context_length, at

@@ -444,3 +444,26 @@ func TestE2EShutdown(t *testing.T) {
 	ts.sink.drained()
 	checkFinalSnapshot(t, ts.sink.events(), 1)
 }
+
+// TestE2EDebugKernel: /debug/engine_metrics says which kernel path the
+// engine computes with, the one engine.kernel named (each path this CPU
+// runs), and auto's choice.
+func TestE2EDebugKernel(t *testing.T) {
+	for _, k := range append([]string{"auto"}, native.CPUKernels()...) {
+		ts := startTiny(t, func(c *Config) { c.Engine.Kernel = k })
+		var m struct {
+			Kernel string `json:"kernel"`
+		}
+		if err := json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m); err != nil {
+			t.Fatal(err)
+		}
+		want := k
+		if k == "auto" {
+			want = ts.d.info.Kernel
+		}
+		if m.Kernel != want || !slices.Contains(native.CPUKernels(), m.Kernel) {
+			t.Errorf("engine.kernel %q: /debug/engine_metrics kernel %q, want %q", k, m.Kernel, want)
+		}
+		ts.shutdown()
+	}
+}

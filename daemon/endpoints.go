@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/picometer/picometer/schema"
 )
 
 // This file holds the small endpoints: /v1/models, /v1/models/{id},
@@ -90,16 +92,24 @@ func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// debugBody is /debug/engine_metrics: the snapshot and the kernel path
+// the engine computes with (native.Kernels; engine.kernel chose it).
+type debugBody struct {
+	*schema.EngineBody
+	Kernel string `json:"kernel"`
+}
+
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
-// shape (schema.EngineBody), with the emitter's events_dropped. Its steps
-// list is empty: step records go to the sidecar.
+// shape (schema.EngineBody), with the emitter's events_dropped and the
+// kernel path in use ("kernel"). Its steps list is empty: step records go
+// to the sidecar.
 func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 	b := d.loop.snapshot()
 	if b == nil {
 		errShuttingDown.write(ctx)
 		return
 	}
-	out, err := json.Marshal(b)
+	out, err := json.Marshal(debugBody{b, d.info.Kernel})
 	if err != nil {
 		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
 		return

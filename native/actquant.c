@@ -81,10 +81,17 @@ static int use_avx2(void)
 	return __builtin_cpu_supports("avx2");
 }
 #else
+/* not reached (use_avx2 is 0), but complete: the sums per 16 as the AVX2
+ * version writes them, so no caller reads an unwritten one */
 static float quant_block_avx2(int8_t *q, const float *x, int n, int *sums16)
 {
-	(void)sums16;
-	return quant_block_c(q, x, n);
+	float d = quant_block_c(q, x, n);
+	for (int j = 0; sums16 && j < n / 16; j++) {
+		sums16[j] = 0;
+		for (int i = 0; i < 16; i++)
+			sums16[j] += q[16 * j + i];
+	}
+	return d;
 }
 
 static int use_avx2(void)

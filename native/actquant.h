@@ -95,8 +95,15 @@ typedef struct {
 pm_qmm pm_qmm_32(uint32_t type, int avx2);
 pm_qmm pm_qmm_k(uint32_t type, int avx2);
 
+/* The kernels of one instruction-set path (PM_ISA_*, kernels.h), for the
+ * engine's kernel choice: fn NULL when the type has no integer kernel in
+ * the family or this build or CPU cannot run the path. AVX-VNNI has no
+ * K-quant kernel of its own: pm_qmm_k_isa gives the AVX2 one there. */
+pm_qmm pm_qmm_32_isa(uint32_t type, int isa);
+pm_qmm pm_qmm_k_isa(uint32_t type, int isa);
+
 /* pm_qmm_32_x86 returns one of qmm_32.c's x86 kernels for type: vnni 0
- * the AVX2 build, 1 the AVX-512 VNNI build (bitwise the same results;
+ * the AVX2 build, 1 the AVX-512 VNNI build, 2 the AVX-VNNI build (bitwise the same results;
  * pm_qmm_32(type, 1) picks it where it runs); fn NULL when this build or
  * CPU cannot run it. For tests and benchmarks. */
 pm_qmm pm_qmm_32_x86(uint32_t type, int vnni);

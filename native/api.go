@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	_ "unsafe" // go:linkname
 )
 
@@ -58,8 +60,11 @@ type Config struct {
 	// NoMetrics turns metric recording off. It exists only so a benchmark
 	// can measure what recording costs; the default (false) records.
 	NoMetrics bool
-	// Kernel selects the matmul/attention kernels: "auto" (default: AVX2+FMA
-	// when the CPU has them), "avx2" or "portable".
+	// Kernel selects the instruction-set path of every kernel (float
+	// tiles, attention, integer products): "auto" (default: the fastest
+	// path measured end to end that the CPU runs: "avx512vnni", else
+	// "avx2", else "portable"), or one of Kernels by name; Open refuses a
+	// path the CPU cannot run, naming it.
 	Kernel string
 	// Context is the most tokens (prompt plus output) one request holds;
 	// the KV cache and the per-request buffers are sized by it, not by the
@@ -79,6 +84,12 @@ type Config struct {
 // DefaultContext is the context an engine uses when Config.Context is 0 and
 // the model was trained on a longer one (engine.h PM_DEFAULT_CTX).
 const DefaultContext = 4096
+
+// Kernels are the kernel paths Config.Kernel names, most capable first:
+// AVX-512 VNNI (512-bit vpdpbusd), AVX-VNNI (256-bit VEX vpdpbusd, no
+// AVX-512), AVX2+FMA (maddubs) and portable C. The x86 paths give bitwise
+// the same results; portable agrees closely.
+var Kernels = []string{"avx512vnni", "avxvnni", "avx2", "portable"}
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
@@ -111,10 +122,9 @@ func (c *Config) Validate() error {
 	case c.Context != 0 && (c.Context < 2 || c.Context > 1<<22):
 		return fmt.Errorf("context: %d not 0 or in 2..%d", c.Context, 1<<22)
 	}
-	switch c.Kernel {
-	case "", "auto", "avx2", "portable":
-	default:
-		return fmt.Errorf("kernel: %q is not auto, avx2 or portable", c.Kernel)
+	if c.Kernel != "" && c.Kernel != "auto" && !slices.Contains(Kernels, c.Kernel) {
+		n := len(Kernels)
+		return fmt.Errorf("kernel: %q is not auto, %s or %s", c.Kernel, strings.Join(Kernels[:n-1], ", "), Kernels[n-1])
 	}
 	return nil
 }
@@ -136,7 +146,7 @@ type ModelInfo struct {
 	BOS, EOS, Pad int32    // -1 when the file names none
 	Tokens        []string // tokenizer.ggml.tokens, by id
 	ChatTemplate  string   // tokenizer.chat_template ("" if absent)
-	Kernel        string   // kernels in use: "avx2" or "portable"
+	Kernel        string   // the kernel path in use: one of Kernels
 }
 
 // ID identifies a submitted request within one engine.

@@ -32,8 +32,16 @@
 #define PM_ERRMSG_MAX 256
 #define PM_DEFAULT_CTX 4096 /* context when pm_engine_config.ctx is 0 and the model's is longer */
 
-/* Kernel choice (pm_engine_config.kernel). */
-enum { PM_KERNEL_AUTO = 0, PM_KERNEL_AVX2 = 1, PM_KERNEL_PORTABLE = 2 };
+/* Kernel choice (pm_engine_config.kernel): auto (the fastest measured
+ * path this CPU runs: AVX-512 VNNI, else AVX2, else portable), or one
+ * path by name, refused when the CPU cannot run it (kernels.h, PM_ISA_*). */
+enum {
+	PM_KERNEL_AUTO = 0,
+	PM_KERNEL_AVX2 = 1,
+	PM_KERNEL_PORTABLE = 2,
+	PM_KERNEL_AVXVNNI = 3,
+	PM_KERNEL_AVX512VNNI = 4
+};
 
 /* Finish reasons (pm_request_stats.finish, pm_output.finish). */
 enum { PM_FINISH_NONE = 0, PM_FINISH_STOP = 1, PM_FINISH_LENGTH = 2, PM_FINISH_ABORT = 3 };
@@ -187,7 +195,12 @@ int pm_engine_model(const pm_engine *e, const pm_model **m);
  * resolved, block_size capped at the context, kv_blocks computed. */
 int pm_engine_get_config(const pm_engine *e, pm_engine_config *c);
 
-/* pm_engine_kernel_name points *name at "avx2" or "portable". */
+/* pm_kernel_runs reports whether this build and CPU run kernel
+ * (PM_KERNEL_*; auto always runs). */
+int pm_kernel_runs(int32_t kernel);
+
+/* pm_engine_kernel_name points *name at the path the engine computes
+ * with: "avx512vnni", "avxvnni", "avx2" or "portable". */
 int pm_engine_kernel_name(const pm_engine *e, const char **name);
 
 /*

@@ -379,11 +379,27 @@ int pm_engine_get_config(const pm_engine *e, pm_engine_config *c)
 	return PM_OK;
 }
 
+int pm_kernel_runs(int32_t kernel)
+{
+	switch (kernel) {
+	case PM_KERNEL_AUTO:
+	case PM_KERNEL_PORTABLE:
+		return 1;
+	case PM_KERNEL_AVX2:
+		return pm_cpu_has_isa(PM_ISA_AVX2);
+	case PM_KERNEL_AVXVNNI:
+		return pm_cpu_has_isa(PM_ISA_AVXVNNI);
+	case PM_KERNEL_AVX512VNNI:
+		return pm_cpu_has_isa(PM_ISA_AVX512VNNI);
+	}
+	return 0;
+}
+
 int pm_engine_kernel_name(const pm_engine *e, const char **name)
 {
 	if (!e || !name)
 		return PM_ERR_ARG;
-	*name = e->k->name;
+	*name = pm_isa_name(e->isa);
 	return PM_OK;
 }
 

@@ -89,12 +89,7 @@ func Open(path string, cfg Config) (*Engine, error) {
 	if cfg.NoPrefixCache {
 		cc.no_prefix_cache = 1
 	}
-	switch cfg.Kernel {
-	case "avx2":
-		cc.kernel = C.PM_KERNEL_AVX2
-	case "portable":
-		cc.kernel = C.PM_KERNEL_PORTABLE
-	}
+	cc.kernel = kernelCode(cfg.Kernel)
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var msg [512]C.char
@@ -452,4 +447,32 @@ func (e *Engine) score(tokens []int32) ([]float32, error) {
 		return nil, e.fail(rc)
 	}
 	return out, nil
+}
+
+// kernelCode is name's PM_KERNEL_* ("auto" and "" are PM_KERNEL_AUTO;
+// Validate has refused other names).
+func kernelCode(name string) C.int32_t {
+	switch name {
+	case "avx512vnni":
+		return C.PM_KERNEL_AVX512VNNI
+	case "avxvnni":
+		return C.PM_KERNEL_AVXVNNI
+	case "avx2":
+		return C.PM_KERNEL_AVX2
+	case "portable":
+		return C.PM_KERNEL_PORTABLE
+	}
+	return C.PM_KERNEL_AUTO
+}
+
+// CPUKernels returns the paths of Kernels this build and CPU run, in
+// Kernels' order: the ones Config.Kernel may name here.
+func CPUKernels() []string {
+	var out []string
+	for _, k := range Kernels {
+		if C.pm_kernel_runs(kernelCode(k)) != 0 {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -105,6 +105,7 @@ struct pm_engine {
 	pm_model owned_model; /* pm_engine_open's model */
 	int owns_model;
 	const pm_kernels *k;
+	int isa;                         /* PM_ISA_* of k, dq and qmm (kernels.h) */
 	pm_dequant_fn dq[PM_TYPE_COUNT]; /* row dequantizers of the chosen kernel set */
 	pm_qmm qmm[PM_TYPE_COUNT];       /* integer kernels (actquant.h); fn NULL: float path */
 

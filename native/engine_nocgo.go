@@ -8,6 +8,9 @@ type Engine struct{}
 // Open returns ErrNoCgo: the engine needs cgo.
 func Open(path string, cfg Config) (*Engine, error) { return nil, ErrNoCgo }
 
+// CPUKernels returns nil: without cgo no kernel runs.
+func CPUKernels() []string { return nil }
+
 // Info is unavailable without cgo.
 func (e *Engine) Info() ModelInfo { return ModelInfo{} }
 

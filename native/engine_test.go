@@ -201,7 +201,7 @@ func TestLogitsMatchReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kernel := range []string{"auto", "portable"} {
+	for _, kernel := range append([]string{"auto"}, CPUKernels()...) {
 		t.Run(kernel, func(t *testing.T) {
 			e := open(t, func(c *Config) { c.Kernel = kernel; c.PrefillChunk = 7 })
 			got, err := e.score(toks)
@@ -227,7 +227,7 @@ func TestLogitsMatchReference(t *testing.T) {
 
 func TestGreedyMatchesReference(t *testing.T) {
 	_, ref := tinyModel(t)
-	for _, kernel := range []string{"auto", "portable"} {
+	for _, kernel := range append([]string{"auto"}, CPUKernels()...) {
 		for i := 0; i < 4; i++ {
 			t.Run(fmt.Sprintf("%s/prompt%d", kernel, i), func(t *testing.T) {
 				e := open(t, func(c *Config) { c.Kernel = kernel })
@@ -1142,17 +1142,39 @@ func TestOpen(t *testing.T) {
 			len(in.Tokens) != VocabSize || in.Tokens[TokEOS] != "<|eos|>" || in.ChatTemplate == "" {
 			t.Fatalf("info %+v", in)
 		}
-		if in.Kernel != "avx2" && in.Kernel != "portable" {
-			t.Fatalf("kernel %q", in.Kernel)
+		// auto: the most capable path this CPU runs, except avxvnni,
+		// which runs only when named (never measured end to end)
+		measured := slices.DeleteFunc(CPUKernels(), func(k string) bool { return k == "avxvnni" })
+		if in.Kernel != measured[0] {
+			t.Fatalf("kernel %q, want %q, the first of %q", in.Kernel, measured[0], measured)
 		}
 		c := e.Config()
 		if c.KVBlocks != 8*(ref.Context/16) || c.BMax != 8 || c.Kernel != "auto" {
 			t.Fatalf("config %+v", c)
 		}
 	})
-	t.Run("portable", func(t *testing.T) {
-		if k := open(t, func(c *Config) { c.Kernel = "portable" }).Info().Kernel; k != "portable" {
-			t.Fatalf("kernel %q", k)
+	t.Run("each path", func(t *testing.T) {
+		for _, want := range CPUKernels() {
+			if k := open(t, func(c *Config) { c.Kernel = want }).Info().Kernel; k != want {
+				t.Fatalf("kernel %q, want %q", k, want)
+			}
+		}
+	})
+	t.Run("a path the CPU lacks", func(t *testing.T) {
+		lacks := 0
+		for _, k := range Kernels {
+			if slices.Contains(CPUKernels(), k) {
+				continue
+			}
+			lacks++
+			_, err := Open(path, func() Config { c := DefaultConfig(); c.Kernel = k; return c }())
+			want := fmt.Sprintf("native: kernel: %q requested but this CPU cannot run it", k)
+			if !errors.Is(err, ErrArg) || err.Error() != want {
+				t.Errorf("kernel %s: error %v, want %q", k, err, want)
+			}
+		}
+		if lacks == 0 {
+			t.Skip("this CPU runs every path")
 		}
 	})
 	tests := []struct {
@@ -1166,7 +1188,7 @@ func TestOpen(t *testing.T) {
 		{"not a model", "engine_test.go", nil, nil, "engine_test.go"},
 		{"b_max", path, func(c *Config) { c.BMax = 0 }, ErrArg, "native: b_max: 0 not in 1..64"},
 		{"spec_k", path, func(c *Config) { c.SpecK = 9 }, ErrArg, "native: spec_k: 9 not in 0..8"},
-		{"kernel", path, func(c *Config) { c.Kernel = "gpu" }, ErrArg, `native: kernel: "gpu" is not auto, avx2 or portable`},
+		{"kernel", path, func(c *Config) { c.Kernel = "gpu" }, ErrArg, `native: kernel: "gpu" is not auto, avx512vnni, avxvnni, avx2 or portable`},
 		{"max_waiting beyond int32", path, func(c *Config) { c.MaxWaiting = 1 << 40 }, ErrArg, "native: max_waiting: 1099511627776 not in 0..16777216"},
 		{"max_waiting beyond the engine", path, func(c *Config) { c.MaxWaiting = 1 << 25 }, ErrArg, "native: max_waiting: 33554432 not in 0..16777216"},
 		{"step_ring", path, func(c *Config) { c.StepRing = 1 << 30 }, ErrArg, "native: step_ring: 1073741824 not in 1..16777216"},

@@ -452,28 +452,44 @@ int forward_select_kernels(pm_engine *e)
 	if (rc)
 		return rc;
 	for (uint32_t t = 0; t < PM_TYPE_COUNT; t++) {
-		e->dq[t] = pm_dequant(t, e->k != &pm_kernels_portable);
-		e->qmm[t] = pm_qmm_for(t, e->k != &pm_kernels_portable);
+		e->dq[t] = pm_dequant(t, e->isa != PM_ISA_PORTABLE);
+		e->qmm[t] = pm_qmm_isa(t, e->isa);
 	}
 	return PM_OK;
 }
 
+/* pick_kernels: auto takes the fastest path measured end to end
+ * (AVX-512 VNNI where the CPU has it, else AVX2, else portable); AVX-VNNI
+ * runs only when named, as no machine here has had it to measure. */
 static int pick_kernels(pm_engine *e)
 {
-	const pm_kernels *avx2 = pm_kernels_avx2();
-	switch (e->cfg.kernel) {
-	case PM_KERNEL_AUTO:
-		e->k = avx2 ? avx2 : &pm_kernels_portable;
-		return PM_OK;
-	case PM_KERNEL_AVX2:
-		if (!avx2)
+	static const struct {
+		int kernel, isa;
+	} named[] = {
+		{PM_KERNEL_PORTABLE, PM_ISA_PORTABLE},
+		{PM_KERNEL_AVX2, PM_ISA_AVX2},
+		{PM_KERNEL_AVXVNNI, PM_ISA_AVXVNNI},
+		{PM_KERNEL_AVX512VNNI, PM_ISA_AVX512VNNI},
+	};
+	int isa = -1;
+	if (e->cfg.kernel == PM_KERNEL_AUTO) {
+		isa = pm_cpu_has_isa(PM_ISA_AVX512VNNI) ? PM_ISA_AVX512VNNI
+		      : pm_cpu_has_isa(PM_ISA_AVX2)     ? PM_ISA_AVX2
+							: PM_ISA_PORTABLE;
+	} else {
+		for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+			if (named[i].kernel == e->cfg.kernel)
+				isa = named[i].isa;
+		if (isa < 0)
 			return seterr(e, PM_ERR_ARG,
-				      "kernel: \"avx2\" requested but this CPU lacks AVX2+FMA");
-		e->k = avx2;
-		return PM_OK;
-	case PM_KERNEL_PORTABLE:
-		e->k = &pm_kernels_portable;
-		return PM_OK;
+				      "kernel: %d is not auto, avx512vnni, avxvnni, avx2 or portable",
+				      (int)e->cfg.kernel);
 	}
-	return seterr(e, PM_ERR_ARG, "kernel: %d is not auto, avx2 or portable", (int)e->cfg.kernel);
+	const pm_kernels *k = pm_kernels_isa(isa);
+	if (!k)
+		return seterr(e, PM_ERR_ARG, "kernel: \"%s\" requested but this CPU cannot run it",
+			      pm_isa_name(isa));
+	e->k = k;
+	e->isa = isa;
+	return PM_OK;
 }

@@ -501,6 +501,7 @@ AVX2_INLINE void softmax_row(float *s, int n)
 
 static const pm_kernels kernels_avx2 = {
 	.name = "avx2",
+	.regs = 16,
 	.matmul = matmul_avx2,
 	.rmsnorm = rmsnorm_avx2,
 	.swiglu = swiglu_avx2,
@@ -510,6 +511,7 @@ static const pm_kernels kernels_avx2 = {
 /* kernels_avx2 with the attention compiled for AVX-512VL's 32 registers */
 static const pm_kernels kernels_avx2_32 = {
 	.name = "avx2",
+	.regs = 32,
 	.matmul = matmul_avx2,
 	.rmsnorm = rmsnorm_avx2,
 	.swiglu = swiglu_avx2,
@@ -542,6 +544,40 @@ pm_attend_fn pm_attend_avx2(int regs)
 	return regs == 32 ? attend_32 : regs == 16 ? attend_16 : pm_kernels_avx2()->attend;
 }
 
+int pm_cpu_has_isa(int isa)
+{
+	__builtin_cpu_init();
+	switch (isa) {
+	case PM_ISA_PORTABLE:
+		return 1;
+	case PM_ISA_AVX2:
+		return pm_cpu_has_avx2() && __builtin_cpu_supports("f16c");
+	case PM_ISA_AVXVNNI:
+		return pm_cpu_has_isa(PM_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
+	case PM_ISA_AVX512VNNI:
+		/* the 512-bit decode and batch paths want F and BW too: every
+		 * AVX-512 VNNI CPU has them */
+		return pm_cpu_has_isa(PM_ISA_AVX2) && __builtin_cpu_supports("avx512vnni") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f") &&
+		       __builtin_cpu_supports("avx512bw");
+	}
+	return 0;
+}
+
+const pm_kernels *pm_kernels_isa(int isa)
+{
+	if (!pm_cpu_has_isa(isa))
+		return NULL;
+	switch (isa) {
+	case PM_ISA_PORTABLE:
+		return &pm_kernels_portable;
+	case PM_ISA_AVX512VNNI:
+		return &kernels_avx2_32;
+	default:
+		return &kernels_avx2;
+	}
+}
+
 #else /* not x86-64 GCC/Clang: portable only */
 
 int pm_cpu_has_avx2(void)
@@ -565,4 +601,20 @@ pm_attend_fn pm_attend_avx2(int regs)
 	return NULL;
 }
 
+int pm_cpu_has_isa(int isa)
+{
+	return isa == PM_ISA_PORTABLE;
+}
+
+const pm_kernels *pm_kernels_isa(int isa)
+{
+	return isa == PM_ISA_PORTABLE ? &pm_kernels_portable : NULL;
+}
+
 #endif
+
+const char *pm_isa_name(int isa)
+{
+	static const char *const names[PM_ISA_COUNT] = {"portable", "avx2", "avxvnni", "avx512vnni"};
+	return isa >= 0 && isa < PM_ISA_COUNT ? names[isa] : "?";
+}

@@ -49,6 +49,7 @@ typedef void (*pm_attend_fn)(float *out, const float *q, size_t ldq, int nr, int
 
 typedef struct {
 	const char *name; /* "avx2" or "portable" */
+	int regs;         /* vector registers the float tiles are compiled for: 16, 32; 0 portable */
 
 	/*
 	 * matmul: out[r*ldo + m] = sum_i x[r*k + i] * w[m*k + i] for rows r < n
@@ -77,6 +78,29 @@ extern const pm_kernels pm_kernels_portable;
  * cannot run it.
  */
 pm_attend_fn pm_attend_avx2(int regs);
+
+/*
+ * The instruction-set paths an engine can compute with (pm_engine_config
+ * kernel), from the most portable up. Each is a whole set: the float
+ * kernels and attention (16-register copies for AVX2 and AVX-VNNI, the
+ * 32-register ones for AVX-512), the 32-block integer products
+ * (qmm_32.c: maddubs, 256-bit vpdpbusd, 512-bit vpdpbusd) and the K-quant
+ * products (qmm_k.c: AVX2 under AVX-VNNI, which has no K-quant kernel of
+ * its own). Every x86 path computes its integers exactly and its floats
+ * in the same order, so they give bitwise the same results; portable
+ * agrees closely.
+ */
+enum { PM_ISA_PORTABLE = 0, PM_ISA_AVX2 = 1, PM_ISA_AVXVNNI = 2, PM_ISA_AVX512VNNI = 3, PM_ISA_COUNT = 4 };
+
+/* pm_isa_name returns "portable", "avx2", "avxvnni" or "avx512vnni" ("?" otherwise). */
+const char *pm_isa_name(int isa);
+
+/* pm_cpu_has_isa reports whether this build and CPU run path isa. */
+int pm_cpu_has_isa(int isa);
+
+/* pm_kernels_isa returns path isa's float kernel set (pm_kernels_portable
+ * for PM_ISA_PORTABLE), NULL when this build or CPU cannot run it. */
+const pm_kernels *pm_kernels_isa(int isa);
 
 /* pm_cpu_has_avx2 reports whether the CPU runs the AVX2+FMA kernels. */
 int pm_cpu_has_avx2(void);

@@ -57,7 +57,7 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 		}
 	}
 	if (k != &pm_kernels_portable) {
-		pm_tile_fn tf = pm_matmul_float_avx2(w->type, 0);
+		pm_tile_fn tf = pm_matmul_float_avx2(w->type, k->regs);
 		if (tf) {
 			tf(out, ldo, x, w, n, m0, m1);
 			return;
@@ -90,4 +90,12 @@ pm_qmm pm_qmm_for(uint32_t type, int avx2)
 	if (q.fn)
 		return q;
 	return pm_qmm_k(type, avx2);
+}
+
+pm_qmm pm_qmm_isa(uint32_t type, int isa)
+{
+	pm_qmm q = pm_qmm_32_isa(type, isa);
+	if (q.fn)
+		return q;
+	return pm_qmm_k_isa(type, isa);
 }

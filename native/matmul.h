@@ -30,4 +30,9 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
  * with float activations. */
 pm_qmm pm_qmm_for(uint32_t type, int avx2);
 
+/* pm_qmm_isa returns type's integer kernel on instruction-set path isa
+ * (PM_ISA_*, kernels.h); fn NULL when the type computes with float
+ * activations or this build or CPU cannot run the path. */
+pm_qmm pm_qmm_isa(uint32_t type, int isa);
+
 #endif

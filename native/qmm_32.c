@@ -151,25 +151,36 @@ static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, cons
 #define QMM_FN qmm_32_avx2
 #include "qmm_32_x86.h"
 
-pm_qmm_fn qmm_32_vnni(uint32_t type); /* qmm_32_vnni.c */
-
-static int cpu_has_vnni(void)
-{
-	__builtin_cpu_init();
-	/* the 512-bit decode and batch paths want F and BW too: every VNNI CPU has them */
-	return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-	       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-}
+pm_qmm_fn qmm_32_vnni(uint32_t type);    /* qmm_32_vnni.c */
+pm_qmm_fn qmm_32_avxvnni(uint32_t type); /* qmm_32_avxvnni.c */
 #endif
 
 pm_qmm pm_qmm_32_x86(uint32_t type, int vnni)
 {
 #ifdef HAVE_QMM_X86
-	if (block_bytes(type) && pm_cpu_has_avx2() && __builtin_cpu_supports("f16c") && (!vnni || cpu_has_vnni()))
-		return (pm_qmm){32, vnni ? qmm_32_vnni(type) : qmm_32_avx2(type)};
+	static const int isa[3] = {PM_ISA_AVX2, PM_ISA_AVX512VNNI, PM_ISA_AVXVNNI};
+	if (block_bytes(type) && vnni >= 0 && vnni <= 2 && pm_cpu_has_isa(isa[vnni]))
+		return (pm_qmm){32, vnni == 1 ? qmm_32_vnni(type) : vnni == 2 ? qmm_32_avxvnni(type) : qmm_32_avx2(type)};
 #endif
 	(void)type;
 	(void)vnni;
+	return (pm_qmm){0, 0};
+}
+
+pm_qmm pm_qmm_32_isa(uint32_t type, int isa)
+{
+	if (block_bytes(type) == 0)
+		return (pm_qmm){0, 0};
+	switch (isa) {
+	case PM_ISA_PORTABLE:
+		return (pm_qmm){32, qmm_portable};
+	case PM_ISA_AVX2:
+		return pm_qmm_32_x86(type, 0);
+	case PM_ISA_AVXVNNI:
+		return pm_qmm_32_x86(type, 2);
+	case PM_ISA_AVX512VNNI:
+		return pm_qmm_32_x86(type, 1);
+	}
 	return (pm_qmm){0, 0};
 }
 

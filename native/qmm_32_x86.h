@@ -7,7 +7,9 @@
  * way and every float operation is the same, so the two builds give
  * bitwise the same results (test_quant.c checks it). The includer defines
  * QMM_TARGET (the target attribute string), QMM_VNNI and QMM_FN (the name
- * of the function returning a type's kernel).
+ * of the function returning a type's kernel), and may define QMM_AVXVNNI 1
+ * (with QMM_VNNI 0: qmm_32_avxvnni.c): the AVX2 build's tiles with the
+ * integer step one VEX vpdpbusd, for CPUs with AVX-VNNI but no AVX-512.
  *
  * An output is a sum over blocks. Per block, with u the weights' unsigned
  * codes (Q8_0: q + 128; Q4_0, Q5_0: the stored code, offset 8 or 16 still
@@ -32,6 +34,12 @@
 #include <string.h>
 
 #include "actquant.h"
+
+#ifndef QMM_AVXVNNI
+#define QMM_AVXVNNI 0
+#endif
+/* QMM_DP: the integer step is vpdpbusd (unsigned weight codes, no sign trick) */
+#define QMM_DP (QMM_VNNI || QMM_AVXVNNI)
 
 #define QMM_ATTR __attribute__((target(QMM_TARGET)))
 #define QMM_INLINE static inline __attribute__((always_inline, target(QMM_TARGET)))
@@ -109,7 +117,7 @@ typedef struct {
 QMM_INLINE wblk wprep(const int T, const uint8_t *b)
 {
 	wblk w = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-#if !QMM_VNNI
+#if !QMM_DP
 	if (T == T8_0) {
 		__m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
 		w.c = _mm256_abs_epi8(q);
@@ -130,7 +138,7 @@ QMM_INLINE xblk xprep(const int T, const pm_act32 *a)
 {
 	__m256i x = _mm256_loadu_si256((const __m256i *)a->q);
 	xblk p = {x, _mm256_setzero_si256()};
-#if !QMM_VNNI
+#if !QMM_DP
 	if (T == T8_0)
 		p.x128 = _mm256_slli_epi32(
 			_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1)), 7);
@@ -145,7 +153,9 @@ QMM_INLINE xblk xprep(const int T, const pm_act32 *a)
  */
 QMM_INLINE __m256i lanes(const int T, wblk w, xblk x)
 {
-#if QMM_VNNI
+#if QMM_AVXVNNI
+	return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w.c, x.x);
+#elif QMM_VNNI
 	return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c, x.x);
 #else
 	if (T == T8_0)

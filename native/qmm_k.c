@@ -64,6 +64,7 @@
  * 81 -> 114, 94 -> 137; Q6_K 65 -> 86, 74 -> 106, 85 -> 129.
  */
 #include "actquant.h"
+#include "kernels.h"
 
 #include <limits.h>
 #include <string.h>
@@ -1176,4 +1177,18 @@ pm_qmm pm_qmm_k(uint32_t type, int avx2)
 	if (!avx2 || !v)
 		return (pm_qmm){256, p};
 	return (pm_qmm){256, avx2 == 1 && has_vnni() ? vn : v};
+}
+
+pm_qmm pm_qmm_k_isa(uint32_t type, int isa)
+{
+	switch (isa) {
+	case PM_ISA_PORTABLE:
+		return pm_qmm_k(type, 0);
+	case PM_ISA_AVX2:
+	case PM_ISA_AVXVNNI: /* no AVX-VNNI K-quant kernel: the AVX2 one */
+		return pm_cpu_has_isa(isa) ? pm_qmm_k(type, 2) : (pm_qmm){0, 0};
+	case PM_ISA_AVX512VNNI:
+		return pm_cpu_has_isa(isa) ? pm_qmm_k(type, 1) : (pm_qmm){0, 0};
+	}
+	return (pm_qmm){0, 0};
 }

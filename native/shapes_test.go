@@ -185,7 +185,7 @@ func TestShapesLogitsMatchReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, kernel := range []string{"auto", "portable"} {
+		for _, kernel := range CPUKernels() { // every path this CPU runs (auto is one of them)
 			t.Run(name+"/"+kernel, func(t *testing.T) {
 				e := openShape(t, name, func(c *Config) { c.Kernel = kernel; c.PrefillChunk = 7 })
 				got, err := e.score(toks)

@@ -144,7 +144,7 @@ func TestTypesLogitsMatchReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, kernel := range []string{"auto", "portable"} {
+		for _, kernel := range CPUKernels() { // every path this CPU runs (auto is one of them)
 			t.Run(typ+"/"+kernel, func(t *testing.T) {
 				e := openTyped(t, typ, func(c *Config) { c.Kernel = kernel; c.PrefillChunk = 7 })
 				got, err := e.score(toks)

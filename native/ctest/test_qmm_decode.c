@@ -128,6 +128,10 @@ int main(int argc, char **argv)
 					if (a && v)
 						CHECK(memcmp(dec[0], dec[1], (size_t)M * sizeof(float)) == 0,
 						      "type %u k %d m %d: VNNI decode != AVX2 decode", ty, K, M);
+					/* the AVX-VNNI build, where the CPU has it */
+					if (a && check_kernel(pm_qmm_32_x86(ty, 2), "avxvnni", &w, dec[1]))
+						CHECK(memcmp(dec[0], dec[1], (size_t)M * sizeof(float)) == 0,
+						      "type %u k %d m %d: AVX-VNNI decode != AVX2 decode", ty, K, M);
 					vnni += v;
 					/* against the portable kernel: the same products,
 					 * rounded differently */

@@ -387,7 +387,7 @@ static int test_qmm(int avx2)
 	return kernels;
 }
 
-/* test_qmm_vnni: where the CPU has AVX-512 VNNI, qmm_32's VNNI build gives
+/* test_qmm_vnni: where the CPU has AVX-512 VNNI (or AVX-VNNI), qmm_32's VNNI build (or AVX-VNNI build) gives
  * bitwise the AVX2 build's results at every batch size its batch path
  * treats differently (1; the tails of 8-row groups; 8 and 16; past the
  * 64-row chunk), over k of 17 blocks (a k-chunk of 16 and a short one),
@@ -402,9 +402,10 @@ static int test_qmm_vnni(void)
 	static float x[N * K], a[N * M], v[N * M], one[M], part[N * M];
 	static char scratch[N * K * 2];
 	int compared = 0;
+	for (int vn = 1; vn <= 2; vn++) /* the AVX-512 VNNI build, the AVX-VNNI build */
 	for (size_t t = 0; t < N_TYPES; t++) {
 		uint32_t ty = all_types[t];
-		pm_qmm q0 = pm_qmm_32_x86(ty, 0), q1 = pm_qmm_32_x86(ty, 1);
+		pm_qmm q0 = pm_qmm_32_x86(ty, 0), q1 = pm_qmm_32_x86(ty, vn);
 		if (!q0.fn || !q1.fn)
 			continue;
 		compared++;
@@ -417,17 +418,17 @@ static int test_qmm_vnni(void)
 			pm_matmul_q(q0, a, M, x, K, &w, n, 0, M, scratch);
 			pm_matmul_q(q1, v, M, x, K, &w, n, 0, M, scratch);
 			CHECK(memcmp(a, v, sizeof(float) * (size_t)(n * M)) == 0,
-			      "type %u, %d rows: the VNNI kernel != the AVX2 kernel", ty, n);
+			      "type %u, %d rows: the VNNI kernel (%d) != the AVX2 kernel", ty, n, vn);
 			static const int cut[] = {0, 4, 6, 22, M};
 			for (int ci = 0; ci + 1 < (int)(sizeof cut / sizeof cut[0]); ci++)
 				pm_matmul_q(q1, part, M, x, K, &w, n, cut[ci], cut[ci + 1], scratch);
 			CHECK(memcmp(part, v, sizeof(float) * (size_t)(n * M)) == 0,
-			      "type %u, %d rows: a split changed a VNNI result", ty, n);
+			      "type %u, %d rows: a split changed a VNNI (%d) result", ty, n, vn);
 		}
 		for (int r = 0; r < N; r++) {
 			pm_matmul_q(q1, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
 			CHECK(memcmp(one, v + (size_t)r * M, sizeof one) == 0,
-			      "type %u: VNNI row %d alone != in a batch of %d", ty, r, N);
+			      "type %u: VNNI (%d) row %d alone != in a batch of %d", ty, vn, r, N);
 		}
 	}
 	return compared;
@@ -534,7 +535,8 @@ int main(int argc, char **argv)
 		printf("integer kernels (avx2): %d types\n", n);
 		CHECK(n == test_qmm(0), "the avx2 set has %d integer kernels, portable %d", n, test_qmm(0));
 	}
-	printf("integer kernels: VNNI == AVX2 (%d types; 0 without VNNI)\n", test_qmm_vnni());
+	printf("integer kernels: VNNI == AVX2 (%d type x build pairs; 0 without AVX-512 VNNI and AVX-VNNI)\n",
+	       test_qmm_vnni());
 	if (pm_kernels_avx2())
 		printf("integer decode: == batch, splits, AVX2 == VNNI (%d cases)\n", test_qmm_decode());
 	if (fails) {

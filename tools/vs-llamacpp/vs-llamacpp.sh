@@ -13,9 +13,14 @@
 #   pp256 with 1 and 2 threads            (llama-bench -p 256 / pmbench -mode pp)
 #   batched generation at 8 and 16        (llama-batched-bench S_TG / pmbench -mode tg -batch N),
 #                                          BATCH_THREADS threads (default 1)
-# and, for decode at batch 1, each engine's share of the measured memory
-# bandwidth limit (19 GB/s one thread, 32 GB/s two; BW_1, BW_2) from the
-# bytes of weights one token reads. Both engines time warm runs: llama-bench
+# and, for every decode cell, each engine's share of the measured read
+# bandwidth: the bytes of weights one decode step reads (matrixbytes) times
+# steps/s (tokens/s at batch 1; tokens/s / b batched), over BW_1 (one
+# thread) or BW_2 (two), bytes/s. Unset, each is measured here first
+# (pmbench -mode bw: a 512 MiB buffer read by 1 or 2 threads, best of 5)
+# and printed; on a shared machine set them from a quiet moment.
+# PM_KERNEL picks picometer's kernel path (pmbench -kernel; default auto,
+# e.g. avx2 to force the AVX2 path on an AVX-512 machine). Both engines time warm runs: llama-bench
 # runs one untimed prompt (and one token) before its repetition, pmbench
 # one untimed prefill before pp and the prompts and first step before tg.
 # A run that gives no number (llama-batched-bench has come back without
@@ -43,6 +48,16 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/pmbench" ./native/cmd/pmbench
 go build -o "$tmp/retok" ./tools/vs-llamacpp/retok
 go build -o "$tmp/matrixbytes" ./tools/vs-llamacpp/matrixbytes
+kernel=${PM_KERNEL:-auto}
+if [[ -z ${BW_1:-} ]]; then
+	BW_1=$("$tmp/pmbench" -mode bw -threads 1)
+	echo "BW_1 measured: $BW_1 bytes/s (one thread)"
+fi
+if [[ -z ${BW_2:-} ]]; then
+	BW_2=$("$tmp/pmbench" -mode bw -threads 2)
+	echo "BW_2 measured: $BW_2 bytes/s (two threads)"
+fi
+echo "picometer kernel: $("$tmp/pmbench" -model "$1" -mode pp -n 8 -kernel "$kernel" -v 2>&1 >/dev/null | sed -n 's/^pmbench: kernel //p'); CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx2\|fma\|f16c\|avx512f\|avx512vl\|avx512bw\|avx512vnni\|avx_vnni' | tr '\n' ' ')"
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 # med: the median of the numbers among its arguments (a run that failed
@@ -73,8 +88,8 @@ for model in "$@"; do
 	mb=$("$tmp/matrixbytes" "$copy")
 	echo "== $(basename "$model") ($(stat -c %s "$model") bytes; $mb bytes of weights read per token; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	printf '%-22s %12s %12s %8s %10s %10s\n' measurement llama.cpp picometer ratio bw_llama bw_pico
-	run() { # name llama-cmd pico-cmd [threads for bandwidth]
-		local name=$1 lc=$2 pc=$3 t=${4:-} l=() p=()
+	run() { # name llama-cmd pico-cmd [threads for bandwidth] [batch]
+		local name=$1 lc=$2 pc=$3 t=${4:-} b=${5:-1} l=() p=()
 		for ((i = 0; i < pairs; i++)); do
 			l+=("$(eval "$lc")")
 			p+=("$(eval "$pc")")
@@ -84,9 +99,10 @@ for model in "$@"; do
 		pm=$(med "${p[@]}")
 		local bwl="" bwp=""
 		if [[ -n $t && $lm != failed && $pm != failed ]]; then
-			local lim=$((t == 1 ? ${BW_1:-19000000000} : ${BW_2:-32000000000}))
-			bwl=$(awk -v r="$lm" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r*b/l}')
-			bwp=$(awk -v r="$pm" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r*b/l}')
+			local lim=$BW_2
+			[[ $t == 1 ]] && lim=$BW_1
+			bwl=$(awk -v r="$lm" -v s="$b" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r/s*b/l}')
+			bwp=$(awk -v r="$pm" -v s="$b" -v b="$mb" -v l="$lim" 'BEGIN {printf "%.2f", r/s*b/l}')
 		fi
 		printf '%-22s %12s %12s %7sx %10s %10s\n' "$name" "$lm" "$pm" \
 			"$(awk -v a="$pm" -v b="$lm" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a/b; else print "?"}')" "$bwl" "$bwp"
@@ -99,13 +115,13 @@ for model in "$@"; do
 		fi
 	}
 	for t in 1 2; do
-		run "tg128 b=1 t=$t" "llama_bench '$copy' $t 0 128" "'$tmp/pmbench' -model '$copy' -threads $t -mode tg -batch 1 -n 128" "$t"
+		run "tg128 b=1 t=$t" "llama_bench '$copy' $t 0 128" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $t -mode tg -batch 1 -n 128" "$t"
 	done
 	for t in 1 2; do
-		run "pp256 t=$t" "llama_bench '$copy' $t 256 0" "'$tmp/pmbench' -model '$copy' -threads $t -mode pp -n 256"
+		run "pp256 t=$t" "llama_bench '$copy' $t 256 0" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $t -mode pp -n 256"
 	done
 	for b in 8 16; do
-		run "batched tg b=$b t=$bt" "llama_batched '$copy' $bt $b" "'$tmp/pmbench' -model '$copy' -threads $bt -mode tg -batch $b -n 128"
+		run "batched tg b=$b t=$bt" "llama_batched '$copy' $bt $b" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $bt -mode tg -batch $b -n 128" "$bt" "$b"
 	done
 	echo "   (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
 done

@@ -5,8 +5,16 @@
 //	pmbench -model M -threads 1 -mode tg -batch 1 -n 128   # decode tok/s, batch requests at once
 //	pmbench -model M -threads 2 -mode pp -n 256            # prefill tok/s of an n-token prompt
 //	pmbench -model M -mode rss                             # resident bytes after loading and a short generation, file bytes, KV bytes
+//	pmbench -mode bw -threads 2                            # read bandwidth, bytes/s (a 512 MiB buffer, best of 5 passes)
+//	pmbench -model M -mode tg -kernel avx2 -bw 21.3e9      # ... and on stderr: the kernel path, weights read per token, share of 21.3 GB/s
 //
-// It prints one number (tokens/s, or bytes for rss) on stdout. tg keeps
+// -kernel picks the kernel path (auto, avx512vnni, avxvnni, avx2,
+// portable: native.Kernels; one the CPU cannot run is refused by name).
+// It prints one number (tokens/s, or bytes for rss and bw) on stdout.
+// With -v or -bw, tg and pp also print on stderr the kernel path in use
+// and (tg) the bytes of weights one decode step reads (every layer matrix
+// and the output: native.ModelFile.MatrixBytes), the rate that makes at
+// the measured speed, and its share of -bw (a figure of -mode bw). tg keeps
 // batch requests decoding (a finished one is replaced at once) and times n
 // steps after every request has its first token, so n tokens per request
 // at contexts growing from the prompt; pp submits one n-token prompt as a
@@ -18,6 +26,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -32,9 +41,24 @@ func main() {
 	mode := flag.String("mode", "tg", "tg (decode), pp (prefill) or rss")
 	batch := flag.Int("batch", 1, "tg: requests decoding at once")
 	n := flag.Int("n", 128, "tg: decode steps timed; pp: prompt tokens")
-	kernel := flag.String("kernel", "auto", "kernels: auto, avx2 or portable")
+	kernel := flag.String("kernel", "auto", "kernel path: auto, avx512vnni, avxvnni, avx2 or portable")
+	bw := flag.Float64("bw", 0, "tg: the measured read bandwidth (bytes/s, from -mode bw) to report each decode step's share of on stderr")
+	verbose := flag.Bool("v", false, "print the kernel path and (tg) the weights read per token on stderr")
 	flag.Parse()
-	v, err := run(*model, *mode, *threads, *batch, *n, *kernel)
+	if *mode == "bw" {
+		b, err := bandwidth(*threads, 5)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pmbench:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("%.0f\n", b)
+		return
+	}
+	var info io.Writer
+	if *verbose || *bw > 0 {
+		info = os.Stderr
+	}
+	v, err := run(*model, *mode, *threads, *batch, *n, *kernel, *bw, info)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pmbench:", err)
 		os.Exit(1)
@@ -42,7 +66,7 @@ func main() {
 	fmt.Println(v)
 }
 
-func run(model, mode string, threads, batch, n int, kernel string) (string, error) {
+func run(model, mode string, threads, batch, n int, kernel string, bw float64, info io.Writer) (string, error) {
 	if model == "" {
 		return "", fmt.Errorf("-model FILE is required")
 	}
@@ -56,13 +80,16 @@ func run(model, mode string, threads, batch, n int, kernel string) (string, erro
 	case "rss":
 		cfg.BMax = 1
 	default:
-		return "", fmt.Errorf("-mode %q: want tg, pp or rss", mode)
+		return "", fmt.Errorf("-mode %q: want tg, pp, rss or bw", mode)
 	}
 	e, err := native.Open(model, cfg)
 	if err != nil {
 		return "", err
 	}
 	defer e.Close()
+	if info != nil {
+		fmt.Fprintf(info, "pmbench: kernel %s (this CPU runs %v)\n", e.Info().Kernel, native.CPUKernels())
+	}
 	vocab := int32(min(e.Info().Vocab, 256)) // byte tokens
 	switch mode {
 	case "rss":
@@ -164,7 +191,29 @@ func run(model, mode string, threads, batch, n int, kernel string) (string, erro
 			return "", err
 		}
 	}
-	return fmt.Sprintf("%.2f", float64(tokens)/time.Since(start).Seconds()), nil
+	rate := float64(tokens) / time.Since(start).Seconds()
+	if info != nil {
+		if err := weightShare(info, model, rate/float64(batch), bw); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%.2f", rate), nil
+}
+
+// weightShare prints the bytes of weights one decode step reads, the rate
+// steps/s of them makes, and its share of bw (when bw > 0).
+func weightShare(w io.Writer, model string, steps, bw float64) error {
+	f, err := native.ReadModelFile(model)
+	if err != nil {
+		return err
+	}
+	rate := steps * float64(f.MatrixBytes)
+	fmt.Fprintf(w, "pmbench: %d bytes of weights read per step; %.2f steps/s read %.2f GB/s", f.MatrixBytes, steps, rate/1e9)
+	if bw > 0 {
+		fmt.Fprintf(w, ", %.0f%% of %.2f GB/s", 100*rate/bw, bw/1e9)
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 // residentBytes reads VmRSS from /proc/self/status.
