@@ -11,8 +11,10 @@
  * whatever is batched with it. When r asks for logprobs it also writes the
  * token's log-probability and the top_logprobs most likely tokens' into
  * e->lp / e->top_id / e->top_lp at (sx, j). It uses only e's sampler
- * scratch (e->sp, sidx, pl, pcnt) and allocates nothing. (min-p and the
- * constraint mask will land here.)
+ * scratch (e->sp, sidx, pl, pcnt) and allocates nothing. min_p (vLLM,
+ * llama.cpp) drops, after temperature and top_k, every token whose
+ * probability is below min_p times the most likely one's, before top_p.
+ * (The constraint mask will land here.)
  */
 #include <math.h>
 #include <string.h>
@@ -160,8 +162,11 @@ static int32_t sample(pm_engine *e, req *r, const float *logits)
 		top_sort(v, id, V, n);
 	float mx = v[argmax(v, n)];
 	double sum = 0;
+	float minp = r->p.min_p; /* p >= min_p * p_max  <=>  exp(v - mx) >= min_p */
 	for (int i = 0; i < n; i++) {
 		v[i] = expf(v[i] - mx);
+		if (minp > 0 && v[i] < minp)
+			v[i] = 0; /* never drawn: target < c needs c to grow */
 		sum += v[i];
 	}
 	if (nucleus) {

@@ -3,7 +3,7 @@
  * sampler's scratch) and request: greedy picks the first largest logit
  * and never a NaN; top_k = 1 and a tiny top_p are greedy at any
  * temperature; a seeded stream repeats and two seeds differ; draws follow
- * softmax(logits / temperature) (cut to top_k); the penalties follow
+ * softmax(logits / temperature) (cut to top_k, to min_p); the penalties follow
  * vLLM's rules exactly and leave the count scratch zeroed; logprobs are
  * the log-softmax, the top ones sorted with ties by lower id.
  */
@@ -125,6 +125,28 @@ static void test_distribution(pm_engine *e)
 		cnt[sample_at(e, &r, 0, 0, l)]++;
 	CHECK(cnt[2] + cnt[3] == 0, "top_k 2 drew a third token (%d, %d)", cnt[2], cnt[3]);
 	CHECK(fabs((double)cnt[0] / N - 2.0 / 3) < 0.015, "top_k 2: token 0 %d of %d", cnt[0], N);
+	/* min_p 0.3 keeps p >= 0.3 * 1/2: the first two, renormalized to 2/3 and 1/3;
+	 * min_p 0.25 keeps all four (1/8 >= 0.25 * 1/2) */
+	memset(cnt, 0, sizeof cnt);
+	r.p.top_k = 0;
+	r.p.min_p = 0.3f;
+	for (int i = 0; i < N; i++)
+		cnt[sample_at(e, &r, 0, 0, l)]++;
+	CHECK(cnt[2] + cnt[3] == 0, "min_p 0.3 drew a token below it (%d, %d)", cnt[2], cnt[3]);
+	CHECK(fabs((double)cnt[0] / N - 2.0 / 3) < 0.015, "min_p 0.3: token 0 %d of %d", cnt[0], N);
+	memset(cnt, 0, sizeof cnt);
+	r.p.min_p = 0.25f;
+	for (int i = 0; i < N; i++)
+		cnt[sample_at(e, &r, 0, 0, l)]++;
+	CHECK(fabs((double)cnt[3] / N - 0.125) < 0.015, "min_p 0.25: token 3 %d of %d", cnt[3], N);
+	/* with top_p 0.9 after min_p 0.3: top_p cuts within the kept two only */
+	memset(cnt, 0, sizeof cnt);
+	r.p.min_p = 0.3f;
+	r.p.top_p = 0.5f;
+	for (int i = 0; i < N; i++)
+		cnt[sample_at(e, &r, 0, 0, l)]++;
+	CHECK(cnt[0] > N / 2 && cnt[2] + cnt[3] == 0, "min_p 0.3 + top_p 0.5: %d %d %d %d", cnt[0],
+	      cnt[1], cnt[2], cnt[3]);
 }
 
 static void test_penalties(pm_engine *e)
