@@ -108,6 +108,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if e == nil {
 		e = d.codec.prompt(&r)
 	}
+	if e == nil {
+		e = d.codec.toolConstraint(&r)
+	}
 	if e != nil {
 		fail(e)
 		return
@@ -152,6 +155,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
 		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage, resp: rm,
 		logprobs: r.Logprobs, topN: r.TopLogprobs, codec: d.codec}
+	if r.Tools.active() {
+		m.tools = &toolsMeta{format: d.codec.toolFormat}
+	}
 	if r.Stream {
 		ctx.SetStatusCode(fasthttp.StatusOK)
 		ctx.SetContentType("text/event-stream")

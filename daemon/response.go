@@ -21,6 +21,7 @@ type respMeta struct {
 	includeUsage    bool           // stream_options.include_usage
 	continuousUsage bool           // stream_options.continuous_usage_stats
 	resp            *responsesMeta // a /v1/responses request; nil otherwise
+	tools           *toolsMeta     // the answer may hold tool calls (tools.go); nil otherwise
 
 	// logprobs: the choice's logprobs are written (top alternatives
 	// each), token strings by codec. lp is the log-probabilities of the
@@ -202,9 +203,23 @@ func (m *respMeta) appendChoiceTail(dst []byte, toks []int32, finish string) []b
 // appendResponse appends a whole (non-streamed) response.
 func (m *respMeta) appendResponse(dst, text []byte, toks []int32, finish string, b *schema.RequestBody) []byte {
 	if m.op == schema.OpChat {
+		var calls []parsedCall
+		if m.tools != nil {
+			text, calls = m.tools.parseCalls(text)
+			if len(calls) > 0 && finish == schema.FinishStop {
+				finish = finishToolCalls
+			}
+		}
 		dst = m.appendHead(dst, "chat.completion")
 		dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		dst = appendJSONString(dst, text)
+		if len(calls) > 0 && len(text) == 0 {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendJSONString(dst, text)
+		}
+		if len(calls) > 0 {
+			dst = appendToolCalls(dst, calls)
+		}
 		dst = append(dst, '}')
 	} else {
 		dst = m.appendTextChoice(dst, text)

@@ -45,6 +45,33 @@ var ErrorTypes = []string{
 	ErrEngine, ErrOther,
 }
 
+// Constraint kinds (the constraint attribute and the constraint field of
+// request events): what a request held its output to (issue 26).
+const (
+	ConstraintJSONSchema = "json_schema" // a JSON schema (response_format, text.format, guided_json, json_schema, format)
+	ConstraintJSONObject = "json_object" // JSON mode: any object
+	ConstraintRegex      = "regex"       // guided_regex, regex
+	ConstraintChoice     = "choice"      // guided_choice
+	ConstraintGrammar    = "grammar"     // a GBNF grammar (grammar, guided_grammar)
+	ConstraintTools      = "tools"       // tool calls in the model's format
+)
+
+// Constraints is the closed set of constraint kinds.
+var Constraints = []string{ConstraintJSONSchema, ConstraintJSONObject, ConstraintRegex, ConstraintChoice, ConstraintGrammar, ConstraintTools}
+
+// Constraint outcomes (the outcome attribute): valid, the output is a
+// whole sentence of its grammar; length, it was cut by max_tokens or the
+// context first; rejected, the request was refused (a constraint that
+// does not translate or compile) or no token could continue it.
+const (
+	OutcomeValid    = "valid"
+	OutcomeLength   = "length"
+	OutcomeRejected = "rejected"
+)
+
+// ConstraintOutcomes is the closed set of constraint outcomes.
+var ConstraintOutcomes = []string{OutcomeValid, OutcomeLength, OutcomeRejected}
+
 // Operation names (gen_ai.operation.name).
 const (
 	OpChat           = "chat"            // POST /v1/chat/completions
