@@ -22,6 +22,9 @@ func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now
 		b.MaxTokens = s.params.MaxTokens
 		b.Temperature, b.TopP = shortFloat(s.params.Temperature), shortFloat(s.params.TopP)
 	}
+	if s.constraint != "" {
+		b.Constraint, b.CompileUS = s.constraint, s.compileNS/1000
+	}
 	if stats != nil {
 		wireStats(stats, &b)
 	} else {

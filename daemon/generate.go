@@ -62,6 +62,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	paramsRead := false
 	fs := func() *seq { // the event of a request that failed before submission
 		f := failedSeq(id, op, r.Stream, arrival, tw)
+		if r.Constraint != nil {
+			f.constraint = r.Constraint.kind // refused: the rejected outcome
+		}
 		if paramsRead {
 			f.params, f.paramsRead = s.params, true
 		}
@@ -135,6 +138,12 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
 	s.trace, s.paramsRead = tw, true
 	s.stop = newStopMatcher(r.Stop)
+	if r.Constraint != nil {
+		s.constraint = r.Constraint.kind
+	}
+	if r.Tools.active() {
+		s.tools = &toolsMeta{format: d.codec.toolFormat}
+	}
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty,

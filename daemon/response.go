@@ -69,6 +69,9 @@ func (m *respMeta) run(b *outBuf, from, to int) lpRun {
 //	decode_tokens_per_s      decode tokens / decode_s (MLC-LLM)
 //	inter_token_latency_s    e2e_s / completion tokens (MLC-LLM's definition, not the ITL histogram)
 //	prompt/prefill/decode_tokens, draft_tokens, accepted_tokens, accept_rate (accepted / draft)
+//	mask_s                   time the engine spent computing the grammar's token masks (0 unconstrained)
+//	masked_tokens            tokens sampled under a mask
+//	constraint_compile_s     compiling the request's grammar (0: unconstrained, or found in the cache)
 //
 // A time whose moment never came (no first token: queue_s of a request
 // never admitted) is 0.
@@ -146,6 +149,12 @@ func appendUsageExtra(dst []byte, b *schema.RequestBody) []byte {
 	dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
 	dst = append(dst, `,"accept_rate":`...)
 	dst = appendFloat(dst, acceptRate)
+	dst = append(dst, `,"mask_s":`...)
+	dst = appendFloat(dst, s(b.MaskUS))
+	dst = append(dst, `,"masked_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.MaskedTokens), 10)
+	dst = append(dst, `,"constraint_compile_s":`...)
+	dst = appendFloat(dst, s(b.CompileUS))
 	dst = append(dst, '}')
 	return dst
 }

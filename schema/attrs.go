@@ -67,10 +67,45 @@ const (
 	OutcomeValid    = "valid"
 	OutcomeLength   = "length"
 	OutcomeRejected = "rejected"
+	OutcomeAborted  = "aborted" // cancelled (client gone, deadline, shutdown) before it completed
 )
 
 // ConstraintOutcomes is the closed set of constraint outcomes.
-var ConstraintOutcomes = []string{OutcomeValid, OutcomeLength, OutcomeRejected}
+var ConstraintOutcomes = []string{OutcomeValid, OutcomeLength, OutcomeRejected, OutcomeAborted}
+
+// Grammar states of a constrained request when it finished (the grammar
+// field of request events; the engine's native.Grammar* values).
+const (
+	GrammarComplete   = "complete"   // the output is a whole sentence of the grammar
+	GrammarIncomplete = "incomplete" // it ended (length, abort) before the grammar could end
+	GrammarDead       = "dead_end"   // no token could continue it
+)
+
+// GrammarStates is the closed set of grammar states.
+var GrammarStates = []string{GrammarComplete, GrammarIncomplete, GrammarDead}
+
+// Tool-call formats (the tool_format attribute; package constraint's
+// ToolFormat values).
+var ToolFormats = []string{"picometer", "hermes", "llama3_json", "mistral", "mistral_args"}
+
+// ConstraintOutcome is the outcome of a request event's constraint ("" for
+// an unconstrained request): rejected when the request failed before
+// running (error) or no token could continue the grammar, valid when the
+// output completed the grammar, length when max_tokens or the context cut
+// it, aborted otherwise.
+func ConstraintOutcome(b *RequestBody) string {
+	switch {
+	case b.Constraint == "":
+		return ""
+	case b.FinishReason == FinishError || b.Grammar == GrammarDead:
+		return OutcomeRejected
+	case b.Grammar == GrammarComplete:
+		return OutcomeValid
+	case b.FinishReason == FinishLength:
+		return OutcomeLength
+	}
+	return OutcomeAborted
+}
 
 // Operation names (gen_ai.operation.name).
 const (
