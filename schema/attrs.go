@@ -206,6 +206,12 @@ var (
 		Doc: "engine identifier configured on the daemon (from its hello event)"}
 	AttrOperation = &Attr{Key: "gen_ai.operation.name", Values: []string{OpChat, OpTextCompletion},
 		Doc: "OpenAI endpoint: chat completions or completions"}
+	AttrConstraint = &Attr{Key: "constraint", Values: Constraints,
+		Doc: "what a request held its output to"}
+	AttrOutcome = &Attr{Key: "outcome", Values: ConstraintOutcomes,
+		Doc: "how a constrained request ended"}
+	AttrToolFormat = &Attr{Key: "tool_format", Values: ToolFormats,
+		Doc: "the model's tool-call format, read from its chat template"}
 	AttrFinishReason = &Attr{Key: "finish_reason", Values: FinishReasons,
 		Doc: "why the request finished"}
 	AttrErrorType = &Attr{Key: "error.type", Values: ErrorTypes,
