@@ -57,9 +57,9 @@ func TestConstraintSeries(t *testing.T) {
 			seriesKey("picometer_constraint_requests_total", with("constraint", "json_schema", "outcome", "valid")): 10,
 			seriesKey("picometer_constraint_requests_total", with("constraint", "tools", "outcome", "valid")):       10,
 			seriesKey("picometer_constraint_requests_total", with("constraint", "regex", "outcome", "length")):      0,
-			seriesKey("picometer_tool_calls_total", with("tool_format", "hermes")):                                 20,
+			seriesKey("picometer_tool_calls_total", with("tool_format", "hermes")):                                  20,
 			seriesKey("picometer_constraint_compile_duration_seconds_count", with("constraint", "json_schema")):     10,
-			seriesKey("picometer_constraint_mask_duration_seconds_count", with()):                                  float64(ct.Mask.Count()),
+			seriesKey("picometer_constraint_mask_duration_seconds_count", with()):                                   float64(ct.Mask.Count()),
 		} {
 			if got, ok := prom[key]; !ok || got != want {
 				t.Errorf("%s: %s = %v (present %v), want %v", what, key, got, ok, want)
