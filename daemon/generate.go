@@ -114,6 +114,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if e == nil {
 		e = d.codec.toolConstraint(&r)
 	}
+	if e == nil {
+		e = d.compileConstraint(r.Constraint)
+	}
 	if e != nil {
 		fail(e)
 		return
