@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"math/rand/v2"
+	"net/http"
 	"testing"
 
 	"github.com/picometer/picometer/schema"
@@ -83,6 +84,14 @@ func TestConstraintSeries(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	check(a, "from request events")
+	h := newHistory(a)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v1/status", h.ServeStatus)
+	h.sample(a.now())
+	doc := getStatus(t, mux)
+	if len(doc.Targets) != 1 || doc.Targets[0].Totals.Constrained != 20 || doc.Targets[0].Totals.ConstrainedValid != 20 || doc.Targets[0].Totals.ToolCalls != 20 {
+		t.Errorf("status: %+v", doc.Targets)
+	}
 
 	// totals alone (a sidecar that restarted)
 	b := newTestAggregator(true)
