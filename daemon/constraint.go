@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -36,13 +35,12 @@ func setConstraint(r *genRequest, c *constraintSpec) *apiError {
 }
 
 // constraintErr turns a translator's error into a 400 naming the field
-// and the keyword.
-func constraintErr(param string, err error) *apiError {
-	var e *constraint.Error
-	if errors.As(err, &e) && e.Keyword != "" {
-		return badRequest(param, "invalid_value", "Invalid '%s': %v", param, err)
-	}
-	return badRequest(param, "invalid_value", "Invalid '%s': %v", param, err)
+// (and, in the message, the schema keyword or regex construct), counted
+// as a rejected constraint of kind.
+func constraintErr(param, kind string, err error) *apiError {
+	e := badRequest(param, "invalid_value", "Invalid '%s': %v", param, err)
+	e.Constraint = kind
+	return e
 }
 
 // schemaConstraint translates the JSON schema raw (an object, or a string
@@ -60,7 +58,7 @@ func schemaConstraint(raw json.RawMessage, param string, asString bool) (*constr
 	}
 	g, err := constraint.FromJSONSchema(raw, constraint.DefaultLimits)
 	if err != nil {
-		return nil, constraintErr(param, err)
+		return nil, constraintErr(param, schema.ConstraintJSONSchema, err)
 	}
 	return &constraintSpec{kind: schema.ConstraintJSONSchema, param: param, gbnf: g}, nil
 }
@@ -76,7 +74,7 @@ func regexConstraint(raw json.RawMessage, param string) (*constraintSpec, *apiEr
 	}
 	g, err := constraint.FromRegex(s, constraint.DefaultLimits)
 	if err != nil {
-		return nil, constraintErr(param, err)
+		return nil, constraintErr(param, schema.ConstraintRegex, err)
 	}
 	return &constraintSpec{kind: schema.ConstraintRegex, param: param, gbnf: g}, nil
 }
@@ -88,7 +86,7 @@ func choiceConstraint(raw json.RawMessage, param string) (*constraintSpec, *apiE
 	}
 	g, err := constraint.FromChoices(cs, constraint.DefaultLimits)
 	if err != nil {
-		return nil, constraintErr(param, err)
+		return nil, constraintErr(param, schema.ConstraintChoice, err)
 	}
 	return &constraintSpec{kind: schema.ConstraintChoice, param: param, gbnf: g}, nil
 }

@@ -62,9 +62,6 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	paramsRead := false
 	fs := func() *seq { // the event of a request that failed before submission
 		f := failedSeq(id, op, r.Stream, arrival, tw)
-		if r.Constraint != nil {
-			f.constraint = r.Constraint.kind // refused: the rejected outcome
-		}
 		if paramsRead {
 			f.params, f.paramsRead = s.params, true
 		}
@@ -85,7 +82,14 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 		if e.Status == fasthttp.StatusMethodNotAllowed {
 			ctx.Response.Header.Set("Allow", "POST")
 		}
-		d.emitError(fs(), e)
+		f := fs()
+		switch {
+		case e.Constraint != "": // the constraint itself was refused
+			f.constraint = e.Constraint
+		case r.Constraint != nil: // a constrained request refused for another reason
+			f.constraint = r.Constraint.kind
+		}
+		d.emitError(f, e)
 	}
 	if idErr != nil {
 		fail(idErr)

@@ -25,5 +25,7 @@ func (d *Daemon) compileConstraint(c *constraintSpec) *apiError {
 	if c == nil || d.grammarErr == "" {
 		return nil
 	}
-	return badRequest(c.param, "unsupported_parameter", "Unsupported parameter '%s': %s.", c.param, d.grammarErr)
+	e := badRequest(c.param, "unsupported_parameter", "Unsupported parameter '%s': %s.", c.param, d.grammarErr)
+	e.Constraint = c.kind
+	return e
 }

@@ -186,7 +186,7 @@ func (c *codec) toolConstraint(r *genRequest) *apiError {
 	}
 	g, err := constraint.ToolGrammar(c.toolFormat, t.tools, t.choice, t.parallel, constraint.DefaultLimits)
 	if err != nil {
-		return constraintErr("tools", err)
+		return constraintErr("tools", schema.ConstraintTools, err)
 	}
 	r.Constraint = &constraintSpec{kind: schema.ConstraintTools, param: "tools", gbnf: g}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
@@ -244,5 +245,28 @@ func TestForeignFields(t *testing.T) {
 				t.Errorf("%s: %s (its default) refused: %s", f.name, d, e.Message)
 			}
 		}
+	}
+}
+
+// TestRejectedConstraintEvent: a constraint that does not translate is a
+// 400 whose request event carries its kind (the rejected outcome).
+func TestRejectedConstraintEvent(t *testing.T) {
+	ts := startServer(t, newFakeEngine(256), nil)
+	r := ts.post("/v1/completions", `{"prompt":"x","guided_json":{"type":"string","format":"email"}}`)
+	e := decodeError(t, r.body)
+	if r.status != 400 || e.Param == nil || *e.Param != "guided_json" || !strings.Contains(e.Message, "'format'") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var ev schema.Event
+	waitFor(t, 5*time.Second, "the request event", func() bool {
+		evs := ts.sink.requests()
+		if len(evs) == 0 {
+			return false
+		}
+		ev = evs[len(evs)-1]
+		return true
+	})
+	if ev.Constraint != schema.ConstraintJSONSchema || schema.ConstraintOutcome(&ev.RequestBody) != schema.OutcomeRejected || ev.ErrorType != schema.ErrInvalidRequest {
+		t.Errorf("event %+v", ev.RequestBody)
 	}
 }
