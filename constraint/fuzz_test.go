@@ -35,8 +35,12 @@ func FuzzJSONSchema(f *testing.F) {
 		if len(text) > DefaultLimits.MaxBytes+4096 {
 			t.Fatalf("%d bytes of grammar", len(text))
 		}
-		if _, err := parseGBNF(text); err != nil {
+		g, err := parseGBNF(text)
+		if err != nil {
 			t.Fatalf("grammar does not parse: %v\n%s", err, text)
+		}
+		if err := g.checkNoEmptyLoops(); err != nil {
+			t.Fatalf("the engine would refuse the grammar: %v\n%s", err, text)
 		}
 	})
 }
@@ -58,6 +62,9 @@ func FuzzRegex(f *testing.F) {
 		g, perr := parseGBNF(text)
 		if perr != nil {
 			t.Fatalf("%q: grammar does not parse: %v\n%s", pattern, perr, text)
+		}
+		if err := g.checkNoEmptyLoops(); err != nil {
+			t.Fatalf("%q: the engine would refuse the grammar: %v\n%s", pattern, err, text)
 		}
 		re, rerr := regexp.Compile(`^(?:` + pattern + `)$`)
 		if rerr != nil {

@@ -416,7 +416,112 @@ func mustGram(t testing.TB, text string) *gram {
 	if err != nil {
 		t.Fatalf("the grammar does not parse: %v\n%s", err, text)
 	}
+	if err := g.checkNoEmptyLoops(); err != nil {
+		t.Fatalf("the engine would refuse the grammar: %v\n%s", err, text)
+	}
 	return g
 }
 
 var _ = utf8.RuneLen
+
+// checkNoEmptyLoops fails when an unbounded repetition's item can match
+// the empty string, or a rule can reach itself without consuming input:
+// what the engine's compiler refuses (native/grammar.h), so the
+// translators must never write it.
+func (g *gram) checkNoEmptyLoops() error {
+	null := map[string]bool{}
+	var isNull func(n *gnode) bool
+	isNull = func(n *gnode) bool {
+		switch n.kind {
+		case 'l':
+			return len(n.lit) == 0
+		case 'c':
+			return false
+		case 'r':
+			return null[n.name]
+		case 'a':
+			for _, k := range n.kids {
+				if isNull(k) {
+					return true
+				}
+			}
+			return false
+		case 's':
+			for _, k := range n.kids {
+				if !isNull(k) {
+					return false
+				}
+			}
+			return true
+		case 'x':
+			return n.lo == 0 || isNull(n.kids[0])
+		}
+		return false
+	}
+	for changed := true; changed; {
+		changed = false
+		for name, r := range g.rules {
+			if !null[name] && isNull(r) {
+				null[name], changed = true, true
+			}
+		}
+	}
+	var bad error
+	var walk func(n *gnode)
+	walk = func(n *gnode) {
+		if n.kind == 'x' && n.hi < 0 && isNull(n.kids[0]) && bad == nil {
+			bad = fmt.Errorf("an unbounded repetition of something that can be empty")
+		}
+		for _, k := range n.kids {
+			walk(k)
+		}
+	}
+	for _, r := range g.rules {
+		walk(r)
+	}
+	if bad != nil {
+		return bad
+	}
+	// left recursion: rule → rules reachable at its start without consuming
+	first := func(n *gnode) []string {
+		var out []string
+		var f func(n *gnode)
+		f = func(n *gnode) {
+			switch n.kind {
+			case 'r':
+				out = append(out, n.name)
+			case 'a':
+				for _, k := range n.kids {
+					f(k)
+				}
+			case 's':
+				for _, k := range n.kids {
+					f(k)
+					if !isNull(k) {
+						return
+					}
+				}
+			case 'x':
+				f(n.kids[0])
+			}
+		}
+		f(n)
+		return out
+	}
+	for name := range g.rules {
+		seen := map[string]bool{}
+		stack := first(g.rules[name])
+		for len(stack) > 0 {
+			r := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if r == name {
+				return fmt.Errorf("rule %s is left-recursive", name)
+			}
+			if !seen[r] {
+				seen[r] = true
+				stack = append(stack, first(g.rules[r])...)
+			}
+		}
+	}
+	return nil
+}

@@ -129,7 +129,17 @@ func (t *regexTr) expr(re *syntax.Regexp, depth int, atStart, atEnd bool) string
 		if lo > t.b.lim.MaxRepeat || hi > t.b.lim.MaxRepeat {
 			return t.fail("{", "a repetition count is over the limit")
 		}
-		sub := t.expr(re.Sub[0], depth+1, false, false)
+		inner := re.Sub[0]
+		if hi < 0 && nullable(inner) {
+			// (y*)*, (y?)+, (y|)* are y*: a grammar must not repeat
+			// without end what can match nothing
+			inner = nonEmpty(inner)
+			if inner == nil {
+				return t.fail(re.String(), "an unbounded repetition of something that can match the empty string is not supported")
+			}
+			lo = 0
+		}
+		sub := t.expr(inner, depth+1, false, false)
 		if hi == 0 {
 			return `""`
 		}
@@ -148,6 +158,72 @@ func (t *regexTr) expr(re *syntax.Regexp, depth int, atStart, atEnd bool) string
 		return "(" + strings.Join(parts, " | ") + ")"
 	}
 	return t.fail(re.String(), "this construct is not supported")
+}
+
+// nullable reports whether re matches the empty string.
+func nullable(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpStar, syntax.OpQuest, syntax.OpBeginLine, syntax.OpEndLine,
+		syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	case syntax.OpCapture, syntax.OpPlus:
+		return nullable(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min == 0 || nullable(re.Sub[0])
+	case syntax.OpConcat:
+		for _, s := range re.Sub {
+			if !nullable(s) {
+				return false
+			}
+		}
+		return true
+	case syntax.OpAlternate:
+		for _, s := range re.Sub {
+			if nullable(s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nonEmpty returns a regexp y such that y* matches what re* matches and
+// y is not nullable, for the shapes y*, y?, y+, y{0,n} and alternations
+// with empty branches; nil for any other nullable re.
+func nonEmpty(re *syntax.Regexp) *syntax.Regexp {
+	if !nullable(re) {
+		return re
+	}
+	switch re.Op {
+	case syntax.OpCapture:
+		return nonEmpty(re.Sub[0])
+	case syntax.OpStar, syntax.OpQuest, syntax.OpPlus:
+		return nonEmpty(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min <= 1 {
+			return nonEmpty(re.Sub[0])
+		}
+	case syntax.OpAlternate:
+		var subs []*syntax.Regexp
+		for _, s := range re.Sub {
+			if s.Op == syntax.OpEmptyMatch {
+				continue
+			}
+			n := nonEmpty(s)
+			if n == nil {
+				return nil
+			}
+			subs = append(subs, n)
+		}
+		switch len(subs) {
+		case 0:
+			return nil
+		case 1:
+			return subs[0]
+		}
+		return &syntax.Regexp{Op: syntax.OpAlternate, Sub: subs, Flags: re.Flags}
+	}
+	return nil
 }
 
 // literal writes one code point.

@@ -74,3 +74,26 @@ func TestChoices(t *testing.T) {
 		t.Error("no choices: accepted")
 	}
 }
+
+// TestRegexNullableRepeat: a repetition of something that can match
+// nothing is rewritten (the engine refuses such grammars: they could
+// repeat without consuming input), or refused by name when it cannot be.
+func TestRegexNullableRepeat(t *testing.T) {
+	for _, p := range []string{`(a*)*`, `(a|)*`, `(a?)+b`, `(x{0,2})*`, `((a|b*)|)+`} {
+		text, err := FromRegex(p, DefaultLimits)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		g := mustGram(t, text)
+		re := regexp.MustCompile(`^(?:` + p + `)$`)
+		for _, s := range []string{"", "a", "aa", "b", "ab", "aab", "x", "xxx", "ba"} {
+			if g.accepts(s) != re.MatchString(s) {
+				t.Errorf("%s on %q: grammar %v, regexp %v\n%s", p, s, g.accepts(s), re.MatchString(s), text)
+			}
+		}
+	}
+	if _, err := FromRegex(`(a*b*)*`, DefaultLimits); err == nil {
+		t.Error("(a*b*)*: translated, want refused")
+	}
+}
