@@ -121,6 +121,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if e == nil {
 		e = d.compileConstraint(r.Constraint)
 	}
+	if e == nil {
+		e = d.checkMinP(&r)
+	}
 	if e != nil {
 		fail(e)
 		return

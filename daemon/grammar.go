@@ -29,3 +29,12 @@ func (d *Daemon) compileConstraint(c *constraintSpec) *apiError {
 	e.Constraint = c.kind
 	return e
 }
+
+// checkMinP refuses min_p, which the engine cannot apply yet (it arrives
+// with the same branch as constrained decoding): 0 (off) is accepted.
+func (d *Daemon) checkMinP(r *genRequest) *apiError {
+	if r.MinP == 0 || d.grammarErr == "" {
+		return nil
+	}
+	return badRequest("min_p", "unsupported_parameter", "Unsupported parameter 'min_p': this build's engine has no min-p sampling, so it would not be applied; send 0 or leave it out.")
+}

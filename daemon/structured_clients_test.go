@@ -138,6 +138,12 @@ func TestConstraintRefusedByEngine(t *testing.T) {
 			t.Errorf("%s %s: %d %s", tc.path, tc.body, r.status, r.body)
 		}
 	}
+	if r := ts.post("/v1/completions", `{"prompt":"x","min_p":0.1}`); r.status != 400 || !strings.Contains(string(r.body), "'min_p'") {
+		t.Errorf("min_p: %d %s", r.status, r.body)
+	}
+	if r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":1,"min_p":0}`); r.status != 200 {
+		t.Errorf("min_p 0: %d %s", r.status, r.body)
+	}
 	// tool_choice "none" constrains nothing: served
 	if r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`); r.status != 200 {
 		t.Errorf("tool_choice none: %d %s", r.status, r.body)
