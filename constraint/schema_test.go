@@ -172,3 +172,15 @@ func TestJSONObject(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFromJSONSchema: translating a schema like the ones agents send
+// (what a request pays before the grammar cache).
+func BenchmarkFromJSONSchema(b *testing.B) {
+	schema := []byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":64},"age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string","format":"uuid"},"tags":{"type":"array","items":{"type":"string","enum":["a","b","c"]},"maxItems":5},"address":{"type":"object","properties":{"street":{"type":"string"},"zip":{"type":"string","pattern":"^[0-9]{5}$"}},"required":["street","zip"],"additionalProperties":false},"score":{"anyOf":[{"type":"number","minimum":0,"maximum":1},{"type":"null"}]}},"required":["name","age","tags","address","score"],"additionalProperties":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromJSONSchema(schema, DefaultLimits); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

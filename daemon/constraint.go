@@ -18,6 +18,12 @@ import (
 // tools; foreign.go holds the other servers' fields that are refused by
 // name. A request carries at most one constraint.
 
+// schemaCache holds the grammars of the JSON schemas translated lately, by
+// the schema's text: an agent sends the same schema request after request,
+// and translating one costs about half a millisecond
+// (constraint.BenchmarkFromJSONSchema). Refused schemas are not cached.
+var schemaCache = constraint.NewCache[string](256)
+
 // constraintSpec is a request's output constraint.
 type constraintSpec struct {
 	kind  string // schema.Constraint*: the metric's label
@@ -56,10 +62,14 @@ func schemaConstraint(raw json.RawMessage, param string, asString bool) (*constr
 	if len(raw) == 0 || (raw[0] != '{' && string(raw) != "true") {
 		return nil, badRequest(param, "invalid_type", "Invalid type for '%s': expected a JSON schema (an object), but got %s instead.", param, kindOf(raw))
 	}
+	if g, ok := schemaCache.Get(string(raw)); ok {
+		return &constraintSpec{kind: schema.ConstraintJSONSchema, param: param, gbnf: g}, nil
+	}
 	g, err := constraint.FromJSONSchema(raw, constraint.DefaultLimits)
 	if err != nil {
 		return nil, constraintErr(param, schema.ConstraintJSONSchema, err)
 	}
+	schemaCache.Add(string(raw), g)
 	return &constraintSpec{kind: schema.ConstraintJSONSchema, param: param, gbnf: g}, nil
 }
 
