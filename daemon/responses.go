@@ -24,17 +24,18 @@ import (
 
 // responsesMeta is what a Responses object repeats of its request.
 type responsesMeta struct {
-	msgID        string // the output message's id
-	instructions string
-	hasInstr     bool
-	maxOutput    int // max_output_tokens as sent; 0: null
-	temperature  float32
-	topP         float32
-	user         string
-	textFormat   json.RawMessage // text.format as sent (nil: text)
-	toolChoice   string          // "none", "auto", "required" or "function"
-	tools        json.RawMessage // the tools as sent
-	parallel     bool
+	msgID         string // the output message's id
+	instructions  string
+	hasInstr      bool
+	maxOutput     int // max_output_tokens as sent; 0: null
+	temperature   float32
+	topP          float32
+	user          string
+	textFormat    json.RawMessage // text.format as sent (nil: text)
+	toolChoice    string          // "none", "auto", "required" or "function"
+	toolChoiceRaw json.RawMessage // tool_choice as sent (nil: not sent)
+	tools         json.RawMessage // the tools as sent
+	parallel      bool
 }
 
 // decodeResponses decodes a /v1/responses body into r for a vocabulary
@@ -345,7 +346,11 @@ func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *sche
 		dst = append(dst, `{"type":"text"}`...)
 	}
 	dst = append(dst, `},"tool_choice":`...)
-	dst = appendJSONString(dst, r.toolChoice)
+	if len(r.toolChoiceRaw) > 0 {
+		dst = append(dst, r.toolChoiceRaw...)
+	} else {
+		dst = appendJSONString(dst, r.toolChoice)
+	}
 	dst = append(dst, `,"tools":`...)
 	if len(r.tools) > 0 {
 		dst = append(dst, r.tools...)
@@ -404,6 +409,7 @@ func newResponsesMeta(id string, r *genRequest) *responsesMeta {
 		textFormat: r.TextFormat, toolChoice: "none"}
 	if r.Tools != nil {
 		rm.toolChoice, rm.tools, rm.parallel = r.Tools.choice.Mode, r.Tools.flatRaw, r.Tools.parallel
+		rm.toolChoiceRaw = r.Tools.choiceRaw
 	}
 	return rm
 }

@@ -33,11 +33,12 @@ import (
 
 // toolsReq is a request's tools.
 type toolsReq struct {
-	raw      json.RawMessage // chat's tools array, for the chat template
-	flatRaw  json.RawMessage // the Responses API's tools as sent
-	tools    []constraint.Tool
-	choice   constraint.ToolChoice // Mode "none", "auto", "required" or "function"
-	parallel bool
+	raw       json.RawMessage // chat's tools array, for the chat template
+	flatRaw   json.RawMessage // the Responses API's tools as sent
+	choiceRaw json.RawMessage // tool_choice as sent (nil: not sent)
+	tools     []constraint.Tool
+	choice    constraint.ToolChoice // Mode "none", "auto", "required" or "function"
+	parallel  bool
 }
 
 // active reports whether the answer may hold calls.
@@ -114,6 +115,7 @@ func (d *decoder) decodeToolsReq(r *genRequest, flat bool) *apiError {
 		}
 	}
 	if craw, ok := d.get("tool_choice"); ok {
+		t.choiceRaw = craw
 		switch string(craw) {
 		case `"none"`, `"auto"`, `"required"`:
 			t.choice.Mode = strings.Trim(string(craw), `"`)
