@@ -172,7 +172,27 @@ type Params struct {
 	// top-k/top-p).
 	Logprobs    bool
 	TopLogprobs int
+	// MinP (0..1, 0 = off) is vLLM's and llama.cpp's min-p: after
+	// temperature, tokens whose probability is below MinP times the most
+	// likely token's are dropped before top-p. Greedy ignores it.
+	MinP float32
+	// Grammar, when not nil, constrains the output: at every step the
+	// tokens whose bytes the grammar cannot accept next are masked out
+	// before sampling (greedy, sampled and speculative alike), EOS and
+	// StopTokens are allowed only where the grammar may end, and once the
+	// grammar is complete only they are. nil means unconstrained (and costs
+	// nothing). The engine needs the token bytes first
+	// ([Engine.SetTokenBytes]); Submit refuses a grammar without them.
+	Grammar *Grammar
 }
+
+// How a constrained request's output stood against its grammar when it
+// finished (RequestStats.Grammar).
+const (
+	GrammarComplete   = "complete"   // the output is a whole sentence of the grammar
+	GrammarIncomplete = "incomplete" // it ended (length, abort) before the grammar could end
+	GrammarDead       = "dead_end"   // no token of the vocabulary could continue: EOS was forced
+)
 
 // RequestStats are the raw facts of one finished request. Times are [Now]
 // readings (CLOCK_MONOTONIC nanoseconds); 0 means the moment never came.
@@ -197,6 +217,15 @@ type RequestStats struct {
 	EmitNS []int64
 
 	Finish string // FinishStop, FinishLength or FinishAbort
+
+	// Grammar is "" for an unconstrained request, else GrammarComplete,
+	// GrammarIncomplete or GrammarDead.
+	Grammar string
+	// MaskNS is the time spent computing the request's grammar masks, and
+	// MaskedTokens how many tokens were sampled under one (0 when
+	// unconstrained).
+	MaskNS       int64
+	MaskedTokens int
 }
 
 // Output is what one step produced for one request.

@@ -72,7 +72,22 @@ typedef struct {
 				   * is divided by it when positive, multiplied when negative */
 	int32_t logprobs;     /* 1: report each output token's log-probability */
 	int32_t top_logprobs; /* 0..PM_MAX_TOP_LOGPROBS: and this many most likely tokens' */
+	float min_p;          /* 0..1, 0 = off (vLLM, llama.cpp): after temperature, tokens with
+			       * probability below min_p times the most likely one's are dropped */
+	struct pm_grammar *grammar; /* NULL = unconstrained; else every output token is one the
+				     * grammar accepts next (grammar.h). The engine holds a
+				     * reference until the request's record is reused or freed.
+				     * Needs pm_engine_set_token_bytes first. */
 } pm_params;
+
+/* How a constrained request's output stood against its grammar when it
+ * finished (pm_request_stats.grammar). */
+enum {
+	PM_GRAMMAR_NONE = 0,       /* unconstrained */
+	PM_GRAMMAR_COMPLETE = 1,   /* the output is a whole sentence of the grammar */
+	PM_GRAMMAR_INCOMPLETE = 2, /* ended (length, abort) before the grammar could end */
+	PM_GRAMMAR_DEAD = 3        /* no token of the vocabulary could continue: EOS was forced */
+};
 
 /* Raw facts of one request (see native.RequestStats). 0 = never happened. */
 typedef struct {
@@ -85,6 +100,9 @@ typedef struct {
 	int32_t n_emit;          /* entries in emit_ns */
 	const int64_t *emit_ns;  /* [n_emit] end time of every emitting step */
 	int32_t finish;          /* PM_FINISH_* */
+	int32_t grammar;         /* PM_GRAMMAR_* */
+	int64_t mask_ns;         /* time spent computing the grammar's token masks */
+	int32_t masked_tokens;   /* tokens sampled under a mask */
 } pm_request_stats;
 
 /* What one step produced for one request. */
@@ -137,6 +155,8 @@ typedef struct {
 	pm_time_cost verify_by_bs[PM_MAX_BATCH + 1];
 	int64_t draft_count[PM_MAX_SPEC_K]; /* per draft position */
 	int64_t accept_count[PM_MAX_SPEC_K];
+	int64_t mask_ns, mask_count;    /* grammar masks: time computing them, how many */
+	int64_t mask_cache_hits, mask_cache_misses; /* per-position mask cache (grammar_mask.h) */
 	int32_t has_last;               /* 1 once a request finished */
 	pm_request_stats last_finished; /* its emit_ns is NULL */
 	/* live gauges, filled by pm_engine_metrics */
@@ -190,6 +210,17 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
  * points *outs at n_out outputs. With nothing to do n_out is 0.
  */
 int pm_engine_step(pm_engine *e, const pm_output **outs, int32_t *n_out);
+
+/*
+ * pm_engine_set_token_bytes gives the engine the bytes of every token, which
+ * constrained decoding matches against grammars: token i is
+ * bytes[offs[i]..offs[i+1]) for i < n, n the model's vocabulary size; a
+ * token with no bytes (a control token) is never allowed by a grammar
+ * (EOS and a request's stop tokens are allowed where the grammar may end).
+ * Called once, before the first constrained request; it builds the token
+ * index and the mask cache (allocation happens here, not in the step loop).
+ */
+int pm_engine_set_token_bytes(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_t n);
 
 /* pm_engine_cancel aborts a waiting or running request (PM_ERR_NOTFOUND otherwise). */
 int pm_engine_cancel(pm_engine *e, uint64_t id, const pm_request_stats **stats);

@@ -368,6 +368,16 @@ static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
 	return PM_OK;
 }
 
+int pm_engine_set_token_bytes(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_t n)
+{
+	if (!e)
+		return PM_ERR_ARG;
+	if (!bytes || !offs || n != e->vocab)
+		return seterr(e, PM_ERR_ARG, "token bytes: %d tokens, the vocabulary has %d", (int)n,
+			      e->vocab);
+	return seterr(e, PM_ERR_STATE, "token bytes: constrained decoding is not built yet");
+}
+
 int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_params *p,
 		     uint64_t *id)
 {
@@ -413,6 +423,10 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 			      PM_MAX_STOP);
 	if ((rc = check_tokens(e, "stop", p->stop, p->n_stop)))
 		return rc;
+	if (!(p->min_p >= 0 && p->min_p <= 1))
+		return seterr(e, PM_ERR_ARG, "min_p: %g not in 0..1", (double)p->min_p);
+	if (p->grammar)
+		return seterr(e, PM_ERR_ARG, "grammar: constrained decoding is not built yet");
 
 	int direct = e->n_waiting == 0 && e->n_running < e->cfg.b_max &&
 		     kv_blocks_for(e, n) <= e->n_free - kv_reserved_blocks(e);

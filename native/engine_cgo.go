@@ -171,6 +171,17 @@ func (e *Engine) Submit(prompt []int32, p Params) (ID, error) {
 		frequency_penalty:  C.float(p.FrequencyPenalty),
 		repetition_penalty: C.float(p.RepetitionPenalty),
 		top_logprobs:       C.int32_t(clampInt32(p.TopLogprobs)),
+		min_p:              C.float(p.MinP),
+	}
+	if p.Grammar != nil {
+		// Held across the call: the engine takes its own reference before
+		// a concurrent Free can drop the Grammar's.
+		p.Grammar.mu.Lock()
+		defer p.Grammar.mu.Unlock()
+		if p.Grammar.c == nil {
+			return 0, &Error{Status: StatusArg, Msg: "grammar: used after Free"}
+		}
+		cp.grammar = p.Grammar.c
 	}
 	if p.Logprobs {
 		cp.logprobs = 1
@@ -276,10 +287,56 @@ func fillStats(s *RequestStats, c *C.pm_request_stats) {
 		AcceptedTokens:   int(c.accepted_tokens),
 		Preemptions:      int(c.preemptions),
 		Finish:           finishName(c.finish),
+		MaskNS:           int64(c.mask_ns),
+		MaskedTokens:     int(c.masked_tokens),
+	}
+	switch c.grammar {
+	case C.PM_GRAMMAR_COMPLETE:
+		s.Grammar = GrammarComplete
+	case C.PM_GRAMMAR_INCOMPLETE:
+		s.Grammar = GrammarIncomplete
+	case C.PM_GRAMMAR_DEAD:
+		s.Grammar = GrammarDead
 	}
 	if c.n_emit > 0 && c.emit_ns != nil {
 		s.EmitNS = unsafe.Slice((*int64)(unsafe.Pointer(c.emit_ns)), int(c.n_emit))
 	}
+}
+
+// SetTokenBytes gives the engine the bytes of every token (tokens[i] for
+// token i; len(tokens) must be the vocabulary size), which grammars are
+// matched against: the tokenizer's piece of each token, and nil for a
+// control token (never allowed by a grammar; EOS and a request's stop
+// tokens are allowed where the grammar may end). Call it once before the
+// first constrained request: it builds the token index and the mask cache
+// (a few MB for a 128k vocabulary).
+func (e *Engine) SetTokenBytes(tokens [][]byte) error {
+	if e.c == nil {
+		return errClosed
+	}
+	if len(tokens) != e.info.Vocab {
+		return &Error{Status: StatusArg, Msg: fmt.Sprintf("token bytes: %d tokens, the vocabulary has %d", len(tokens), e.info.Vocab)}
+	}
+	total := 0
+	for _, t := range tokens {
+		total += len(t)
+	}
+	if total > math.MaxUint32 {
+		return &Error{Status: StatusArg, Msg: "token bytes: over 4 GiB"}
+	}
+	buf := make([]byte, 0, total+1)
+	offs := make([]uint32, len(tokens)+1)
+	for i, t := range tokens {
+		buf = append(buf, t...)
+		offs[i+1] = uint32(len(buf))
+	}
+	buf = append(buf, 0) // &buf[0] exists even when every token is empty
+	rc := C.pm_engine_set_token_bytes(e.c, (*C.uint8_t)(unsafe.Pointer(&buf[0])),
+		(*C.uint32_t)(unsafe.Pointer(&offs[0])), C.int32_t(len(tokens)))
+	if rc != C.PM_OK {
+		return e.fail(rc)
+	}
+	return nil
 }
 
 // Cancel removes a waiting or running request, frees its slot and KV
@@ -330,6 +387,10 @@ func (e *Engine) Snapshot(dst *Snapshot) {
 	dst.CompletionTokensSum = int64(m.completion_tokens)
 	dst.PrefillTokensSum = int64(m.prefill_tokens)
 	dst.DecodeTokensSum = int64(m.decode_tokens)
+	dst.MaskTimeSum = sec(m.mask_ns)
+	dst.MaskCount = int64(m.mask_count)
+	dst.MaskCacheHits = int64(m.mask_cache_hits)
+	dst.MaskCacheMisses = int64(m.mask_cache_misses)
 	dst.HasLastFinished = m.has_last != 0
 	dst.LastFinished = RequestStats{}
 	if dst.HasLastFinished {

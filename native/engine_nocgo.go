@@ -31,3 +31,6 @@ func (e *Engine) Snapshot(dst *Snapshot) {}
 
 // Close does nothing.
 func (e *Engine) Close() error { return nil }
+
+// SetTokenBytes returns ErrNoCgo.
+func (e *Engine) SetTokenBytes(tokens [][]byte) error { return ErrNoCgo }

@@ -30,6 +30,16 @@ type Snapshot struct {
 	RequestsFinished     int64
 	StepsDropped         int64 // step records the ring could not keep
 
+	// Grammar masks (constrained decoding): MaskTimeSum is the time spent
+	// computing them (seconds), MaskCount how many were computed (one per
+	// constrained token sampled); MaskCacheHits and MaskCacheMisses count
+	// lookups of the per-vocabulary mask cache (a miss walks the token
+	// index once for that grammar position).
+	MaskTimeSum     float64
+	MaskCount       int64
+	MaskCacheHits   int64
+	MaskCacheMisses int64
+
 	// LastFinished is the last request that finished, when HasLastFinished
 	// (its EmitNS is nil).
 	LastFinished    RequestStats
