@@ -118,8 +118,10 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if e == nil {
 		e = d.codec.toolConstraint(&r)
 	}
+	var grammar *native.Grammar
+	var compileNS int64
 	if e == nil {
-		e = d.compileConstraint(r.Constraint)
+		grammar, compileNS, e = d.compileConstraint(r.Constraint)
 	}
 	if e == nil {
 		e = d.checkMinP(&r)
@@ -149,7 +151,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	s.trace, s.paramsRead = tw, true
 	s.stop = newStopMatcher(r.Stop)
 	if r.Constraint != nil {
-		s.constraint = r.Constraint.kind
+		s.constraint, s.compileNS = r.Constraint.kind, compileNS
 	}
 	if r.Tools.active() {
 		s.tools = &toolsMeta{format: d.codec.toolFormat}
@@ -157,7 +159,7 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty,
-		Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
+		Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, MinP: r.MinP, Grammar: grammar}
 	if !r.HasSeed {
 		s.params.Seed = rand.Uint64()
 	}

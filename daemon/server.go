@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/picometer/picometer/constraint"
 	"log/slog"
 	"net"
 	"os"
@@ -73,7 +74,8 @@ type Daemon struct {
 	keys    [][]byte
 	codec   *codec // the model's tokenizer and chat template (tokenize.go)
 
-	grammarErr string // why constrained requests are refused ("": they are served; grammar.go)
+	grammarErr string                             // why constrained requests are refused ("": they are served; grammar.go)
+	grammars   *constraint.Cache[*native.Grammar] // compiled grammars by text (grammar.go)
 
 	loop *loop
 	sink eventSink
