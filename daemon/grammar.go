@@ -52,8 +52,7 @@ func (d *Daemon) setupGrammars(eng Engine) {
 		return
 	}
 	if err := s.SetTokenBytes(d.codec.tokenBytes(d.info.Vocab)); err != nil {
-		d.grammarErr = "constrained decoding is unavailable: " + err.Error()
-		d.log.Error("constrained decoding is unavailable", "err", err)
+		d.grammarErr = "constrained decoding is unavailable: " + err.Error() // each constrained request's 400 says so
 	}
 }
 
