@@ -18,7 +18,7 @@ var badSLOFiles = map[string]string{
 	"bad_objective_zero.toml":         `objective "availability": objective: 0 is not a percentage between 0 and 100 (exclusive)`,
 	"bad_target_not_bound.toml":       `objective "ttft": target: 1.5s is not a bucket bound of ttft; the nearest bounds are 1s and 2.5s`,
 	"bad_target_above_buckets.toml":   `objective "itl": target: 120s is not a bucket bound of inter_token_latency; the largest bound is 80s`,
-	"bad_histogram.toml":              `objective "tokens": histogram: "prompt_tokens" is not a latency histogram of schema/ (one of ttft, time_per_output_token, request_duration, inter_token_latency, queue_duration, prefill_duration, decode_duration, step_duration)`,
+	"bad_histogram.toml":              `objective "tokens": histogram: "prompt_tokens" is not a latency histogram of schema/ (one of ttft, time_per_output_token, request_duration, inter_token_latency, queue_duration, prefill_duration, decode_duration, constraint_compile, constraint_mask, step_duration)`,
 	"bad_window.toml":                 `objective "availability": window: "30 days" is not a duration (e.g. "5m", "1h", "30d")`,
 	"bad_selector_label.toml":         `objective "availability": selector: "model" is not a label of the availability series (labels: gen_ai_request_model, engine, gen_ai_operation_name)`,
 	"bad_sli.toml":                    `objective "availability": sli: "uptime" is not "availability" or "latency"`,

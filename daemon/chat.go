@@ -54,6 +54,16 @@ func hasTools(msgs []chatMessage) bool {
 // produce no text. A content given as a list of text parts is joined with
 // "\n" (as vLLM does).
 func renderChat(dst []int32, msgs []chatMessage) []int32 {
+	return renderChatTools(dst, msgs, nil)
+}
+
+// renderChatTools is renderChat for a conversation that may have tools,
+// tool calls and tool results: they are written in picometer's own format
+// (toolMessages).
+func renderChatTools(dst []int32, msgs []chatMessage, tools json.RawMessage) []int32 {
+	if len(tools) > 0 || hasTools(msgs) {
+		msgs = toolMessages(msgs, tools)
+	}
 	dst = append(dst, native.TokBOS)
 	for _, m := range msgs {
 		dst = append(dst, roleToken(m.Role))

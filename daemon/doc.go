@@ -47,9 +47,24 @@
 // string is its text; bytes that are no character show as U+FFFD there,
 // and bytes (chat) has them exactly; completions' text_offset counts
 // token bytes.
-// n ≠ 1, best_of ≠ 1, echo, suffix, logit_bias, tools and non-text
-// content are rejected with a 400 naming the parameter; unknown fields are
-// ignored, as OpenAI-compatible servers do.
+// n ≠ 1, best_of ≠ 1, echo, suffix, logit_bias, the deprecated functions
+// and non-text content are rejected with a 400 naming the parameter, and
+// so is every other server's sampling or constraint field picometer does
+// not implement (foreign.go lists them); unknown fields are ignored, as
+// OpenAI-compatible servers do.
+//
+// # Constraints and tools
+//
+// response_format, text.format, vLLM's guided_* and structured_outputs,
+// llama.cpp's grammar and json_schema, SGLang's regex, TGI's grammar
+// object and Ollama's format become one GBNF grammar (constraint.go, the
+// package constraint), compiled and cached (grammar.go) and enforced by
+// the engine's token masks. tools, tool_choice and parallel_tool_calls
+// (tools.go) render through the chat template, and with tool_choice
+// other than "none" the answer is held to the model's own tool-call
+// format (read from the template) and parsed back into tool_calls or
+// function_call items. A constraint that does not translate or compile is
+// a 400 naming the field and the schema keyword.
 //
 // # Tokens, context and usage
 //
@@ -64,8 +79,8 @@
 // that fails (raise_exception, or one the Jinja engine cannot parse) is a
 // 400 with param messages naming the template's error; a model whose
 // template cannot be parsed still loads and serves completions. /tokenize
-// also renders tools and tool messages (chat.go: decodeToolCalls,
-// decodeTools); chat completions refuse them (no tool calling). A chat turn stops at the
+// renders tools and tool messages as chat completions do (chat.go:
+// decodeToolCalls, decodeTools). A chat turn stops at the
 // vocabulary's EOS, EOT or EOM; usage.prompt_tokens counts the rendered
 // prompt's tokens. An unknown tokenizer model or pre-tokenizer stops Run.
 //

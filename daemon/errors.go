@@ -43,6 +43,10 @@ type apiError struct {
 	Param   string // OpenAI error.param; "" is null
 	Message string
 	Kind    string // schema error type (schema.Err*) for the request event
+	// Constraint is the kind of output constraint the error refused
+	// (schema.Constraint*), for the request event's rejected outcome; ""
+	// for any other error.
+	Constraint string
 }
 
 func (e *apiError) Error() string { return e.Message }

@@ -22,8 +22,14 @@ func requestBody(s *seq, stats *native.RequestStats, finish, errType string, now
 		b.MaxTokens = s.params.MaxTokens
 		b.Temperature, b.TopP = shortFloat(s.params.Temperature), shortFloat(s.params.TopP)
 	}
+	if s.constraint != "" {
+		b.Constraint, b.CompileUS = s.constraint, s.compileNS/1000
+	}
 	if stats != nil {
 		wireStats(stats, &b)
+		if s.constraint != "" {
+			b.Grammar, b.MaskUS, b.MaskedTokens = stats.Grammar, stats.MaskNS/1000, stats.MaskedTokens
+		}
 	} else {
 		b.AdmittedUS, b.FirstTokenUS, b.LastTokenUS = -1, -1, -1
 		b.FinishUS = max(0, (now-s.params.ArrivalNS)/1000)

@@ -273,3 +273,8 @@ func (f *fakeEngine) observe(fn func()) {
 	defer f.mu.Unlock()
 	fn()
 }
+
+// SetTokenBytes accepts the token bytes: the fake writes scripted answers
+// and enforces no grammar, so tests of how answers are written (tool
+// calls) run on it.
+func (f *fakeEngine) SetTokenBytes(tokens [][]byte) error { return nil }

@@ -27,6 +27,12 @@ func FuzzHandler(f *testing.F) {
 	f.Add(uint8(2), []byte(`{"input":"hi","stream":true,"model":"fake-model"}`))
 	f.Add(uint8(0), []byte(`{"prompt":"é\xff€","stream":true,"stop":["€"],"return_token_ids":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`))
 	f.Add(uint8(1), []byte(`{"messages":[{"role":"user","content":"hi"}],"stream":true,"model":"fake-model"}`))
+	// constraints and tools (issue 26)
+	f.Add(uint8(1), []byte(`{"messages":[{"role":"user","content":"w"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"1"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer","minimum":-3,"maximum":70}},"required":["a"]}}}],"tool_choice":"required","stream":true}`))
+	f.Add(uint8(1), []byte(`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"$defs":{"n":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"null"}]}},"$ref":"#/$defs/n"}}}}`))
+	f.Add(uint8(0), []byte(`{"prompt":"x","guided_regex":"(a|b){2,5}[^c]?","min_p":0.2}`))
+	f.Add(uint8(0), []byte(`{"prompt":"x","guided_choice":["a","b"],"structured_outputs":{"json":{}}}`))
+	f.Add(uint8(2), []byte(`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"1"}],"tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_object"}}}`))
 	eng := newFakeEngine(128)
 	eng.runLen = 3
 	cfg := testConfig(f)

@@ -82,7 +82,14 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 		if e.Status == fasthttp.StatusMethodNotAllowed {
 			ctx.Response.Header.Set("Allow", "POST")
 		}
-		d.emitError(fs(), e)
+		f := fs()
+		switch {
+		case e.Constraint != "": // the constraint itself was refused
+			f.constraint = e.Constraint
+		case r.Constraint != nil: // a constrained request refused for another reason
+			f.constraint = r.Constraint.kind
+		}
+		d.emitError(f, e)
 	}
 	if idErr != nil {
 		fail(idErr)
@@ -108,6 +115,17 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if e == nil {
 		e = d.codec.prompt(&r)
 	}
+	if e == nil {
+		e = d.codec.toolConstraint(&r)
+	}
+	var grammar *native.Grammar
+	var compileNS int64
+	if e == nil {
+		grammar, compileNS, e = d.compileConstraint(r.Constraint)
+	}
+	if e == nil {
+		e = d.checkMinP(&r)
+	}
 	if e != nil {
 		fail(e)
 		return
@@ -132,10 +150,16 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	s.id, s.op, s.stream, s.prompt, s.codec = id, op, r.Stream, r.Prompt, d.codec
 	s.trace, s.paramsRead = tw, true
 	s.stop = newStopMatcher(r.Stop)
+	if r.Constraint != nil {
+		s.constraint, s.compileNS = r.Constraint.kind, compileNS
+	}
+	if r.Tools.active() {
+		s.tools = &toolsMeta{format: d.codec.toolFormat}
+	}
 	s.params = native.Params{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP,
 		Seed: r.Seed, ArrivalNS: arrival,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, RepetitionPenalty: r.RepetitionPenalty,
-		Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
+		Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, MinP: r.MinP, Grammar: grammar}
 	if !r.HasSeed {
 		s.params.Seed = rand.Uint64()
 	}
@@ -152,6 +176,9 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	m := respMeta{id: id, op: op, model: d.model, created: d.wall().Unix(), promptTokens: len(r.Prompt),
 		tokenIDs: r.ReturnTokenIDs, includeUsage: r.IncludeUsage, continuousUsage: r.ContinuousUsage, resp: rm,
 		logprobs: r.Logprobs, topN: r.TopLogprobs, codec: d.codec}
+	if r.Tools.active() {
+		m.tools = &toolsMeta{format: d.codec.toolFormat}
+	}
 	if r.Stream {
 		ctx.SetStatusCode(fasthttp.StatusOK)
 		ctx.SetContentType("text/event-stream")

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/picometer/picometer/constraint"
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
@@ -416,6 +417,11 @@ func (l *loop) finish(s *seq, finish, errType string, stats *native.RequestStats
 		s.flushText()
 	}
 	body := requestBody(s, stats, finish, errType, l.clock())
+	if s.tools != nil && (finish == schema.FinishStop || finish == schema.FinishLength) {
+		if _, calls, ok := constraint.ParseToolCalls(s.tools.format, string(s.answer)); ok {
+			body.ToolCalls, body.ToolFormat = len(calls), string(s.tools.format)
+		}
+	}
 	s.complete(result{finish: finish, err: e, body: body})
 	l.sink.Request(&schema.Request{RequestBody: body})
 }

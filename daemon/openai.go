@@ -55,6 +55,13 @@ type genRequest struct {
 	Responses       bool
 	Instructions    string
 	HasInstructions bool
+
+	// Constraints (constraint.go, tools.go): the output's grammar (nil:
+	// unconstrained), min_p, and the tools (nil: none).
+	Constraint *constraintSpec
+	MinP       float32
+	Tools      *toolsReq
+	TextFormat json.RawMessage // Responses: text.format as sent, echoed back
 }
 
 // Request limits.
@@ -137,11 +144,15 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 	if !ok {
 		return badRequest("messages", "missing_required_parameter", "Missing required parameter: 'messages'.")
 	}
-	msgs, err := decodeMessages(raw, false)
+	msgs, err := decodeMessages(raw, true)
 	if err != nil {
 		return err
 	}
-	r.Prompt, r.Messages = renderChat(nil, msgs), msgs
+	if err := d.decodeToolsReq(r, false); err != nil {
+		return err
+	}
+	r.Messages = msgs
+	r.Prompt = renderChatTools(nil, msgs, r.toolsRaw())
 	if err := d.common(r, vocab); err != nil {
 		return err
 	}
@@ -164,28 +175,34 @@ func decodeChatVocab(body []byte, r *genRequest, vocab int) *apiError {
 		}
 		r.TopLogprobs = int(v)
 	}
-	for _, k := range []string{"tools", "functions"} {
-		if raw, ok := d.get(k); ok && !isEmptyArray(raw) {
-			return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': tool calling is not supported.", k)
-		}
+	if r.Stream && r.Logprobs && r.Tools.active() {
+		return badRequest("logprobs", "unsupported_parameter", "Unsupported parameter 'logprobs': a streamed answer that may call tools is held back until it is parsed, and its log probabilities are not streamed; send tool_choice \"none\" or stream false.")
 	}
-	for _, k := range []string{"tool_choice", "function_call"} {
-		if raw, ok := d.get(k); ok && string(raw) != `"none"` {
-			return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': tool calling is not supported.", k)
+	for _, k := range []string{"functions", "function_call"} {
+		if _, ok := d.get(k); ok {
+			return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': the deprecated function calling is not supported; send 'tools' and 'tool_choice'.", k)
 		}
 	}
 	if raw, ok := d.get("response_format"); ok {
-		var rf struct {
-			Type string `json:"type"`
+		c, err := decodeResponseFormat(raw, "response_format", false)
+		if err != nil {
+			return err
 		}
-		if raw[0] != '{' || json.Unmarshal(raw, &rf) != nil {
-			return badRequest("response_format", "invalid_type", "Invalid type for 'response_format': expected an object with a string 'type', but got %s instead.", kindOf(raw))
-		}
-		if rf.Type != "text" {
-			return badRequest("response_format", "unsupported_parameter", "Unsupported value for 'response_format.type': only \"text\" is supported, but got %s.", strconv.Quote(rf.Type))
+		if c != nil {
+			if err := setConstraint(r, c); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// toolsRaw is the tools array the chat template renders (nil: none).
+func (r *genRequest) toolsRaw() json.RawMessage {
+	if r.Tools == nil {
+		return nil
+	}
+	return r.Tools.raw
 }
 
 // maxTokens reads an output-token limit named key (max_tokens,
@@ -300,6 +317,12 @@ func (d *decoder) common(r *genRequest, vocab int) *apiError {
 		return err
 	}
 	if r.ReturnTokenIDs, _, err = d.boolean("return_token_ids"); err != nil {
+		return err
+	}
+	if err := d.decodeConstraints(r); err != nil {
+		return err
+	}
+	if err := d.refuseForeign(); err != nil {
 		return err
 	}
 	if raw, ok := d.get("stream_options"); ok {

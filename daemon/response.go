@@ -21,6 +21,7 @@ type respMeta struct {
 	includeUsage    bool           // stream_options.include_usage
 	continuousUsage bool           // stream_options.continuous_usage_stats
 	resp            *responsesMeta // a /v1/responses request; nil otherwise
+	tools           *toolsMeta     // the answer may hold tool calls (tools.go); nil otherwise
 
 	// logprobs: the choice's logprobs are written (top alternatives
 	// each), token strings by codec. lp is the log-probabilities of the
@@ -68,6 +69,9 @@ func (m *respMeta) run(b *outBuf, from, to int) lpRun {
 //	decode_tokens_per_s      decode tokens / decode_s (MLC-LLM)
 //	inter_token_latency_s    e2e_s / completion tokens (MLC-LLM's definition, not the ITL histogram)
 //	prompt/prefill/decode_tokens, draft_tokens, accepted_tokens, accept_rate (accepted / draft)
+//	mask_s                   time the engine spent computing the grammar's token masks (0 unconstrained)
+//	masked_tokens            tokens sampled under a mask
+//	constraint_compile_s     compiling the request's grammar (0: unconstrained, or found in the cache)
 //
 // A time whose moment never came (no first token: queue_s of a request
 // never admitted) is 0.
@@ -145,6 +149,12 @@ func appendUsageExtra(dst []byte, b *schema.RequestBody) []byte {
 	dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
 	dst = append(dst, `,"accept_rate":`...)
 	dst = appendFloat(dst, acceptRate)
+	dst = append(dst, `,"mask_s":`...)
+	dst = appendFloat(dst, s(b.MaskUS))
+	dst = append(dst, `,"masked_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.MaskedTokens), 10)
+	dst = append(dst, `,"constraint_compile_s":`...)
+	dst = appendFloat(dst, s(b.CompileUS))
 	dst = append(dst, '}')
 	return dst
 }
@@ -202,9 +212,23 @@ func (m *respMeta) appendChoiceTail(dst []byte, toks []int32, finish string) []b
 // appendResponse appends a whole (non-streamed) response.
 func (m *respMeta) appendResponse(dst, text []byte, toks []int32, finish string, b *schema.RequestBody) []byte {
 	if m.op == schema.OpChat {
+		var calls []parsedCall
+		if m.tools != nil {
+			text, calls = m.tools.parseCalls(text)
+			if len(calls) > 0 && finish == schema.FinishStop {
+				finish = finishToolCalls
+			}
+		}
 		dst = m.appendHead(dst, "chat.completion")
 		dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		dst = appendJSONString(dst, text)
+		if len(calls) > 0 && len(text) == 0 {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendJSONString(dst, text)
+		}
+		if len(calls) > 0 {
+			dst = appendToolCalls(dst, calls)
+		}
 		dst = append(dst, '}')
 	} else {
 		dst = m.appendTextChoice(dst, text)

@@ -8,6 +8,7 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/picometer/picometer/schema"
+	"github.com/picometer/picometer/tokenizer"
 )
 
 // This file is POST /v1/responses, the text subset of OpenAI's Responses
@@ -23,13 +24,18 @@ import (
 
 // responsesMeta is what a Responses object repeats of its request.
 type responsesMeta struct {
-	msgID        string // the output message's id
-	instructions string
-	hasInstr     bool
-	maxOutput    int // max_output_tokens as sent; 0: null
-	temperature  float32
-	topP         float32
-	user         string
+	msgID         string // the output message's id
+	instructions  string
+	hasInstr      bool
+	maxOutput     int // max_output_tokens as sent; 0: null
+	temperature   float32
+	topP          float32
+	user          string
+	textFormat    json.RawMessage // text.format as sent (nil: text)
+	toolChoice    string          // "none", "auto", "required" or "function"
+	toolChoiceRaw json.RawMessage // tool_choice as sent (nil: not sent)
+	tools         json.RawMessage // the tools as sent
+	parallel      bool
 }
 
 // decodeResponses decodes a /v1/responses body into r for a vocabulary
@@ -67,7 +73,11 @@ func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
 		return err
 	}
 	msgs = append(msgs, in...)
-	r.Prompt, r.Messages = renderChat(nil, msgs), msgs
+	if err := d.decodeToolsReq(r, true); err != nil {
+		return err
+	}
+	r.Messages = msgs
+	r.Prompt = renderChatTools(nil, msgs, r.toolsRaw())
 
 	if _, err := d.maxTokens("max_output_tokens", &r.MaxTokens); err != nil {
 		return err
@@ -82,9 +92,6 @@ func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
 	// answered false in the object; GET /v1/responses/{id} is a 404),
 	// runs one request at a time per slot, and has one service tier.
 	if _, _, err := d.boolean("store"); err != nil {
-		return err
-	}
-	if _, _, err := d.boolean("parallel_tool_calls"); err != nil {
 		return err
 	}
 	if v, _, err := d.boolean("background"); err != nil {
@@ -102,11 +109,8 @@ func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
 			return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': this server keeps no responses, conversations or prompt templates; send the whole conversation in 'input'.", k)
 		}
 	}
-	if raw, ok := d.get("tools"); ok && !isEmptyArray(raw) {
-		return badRequest("tools", "unsupported_parameter", "Unsupported parameter 'tools': tool calling is not supported.")
-	}
-	if raw, ok := d.get("tool_choice"); ok && string(raw) != `"none"` && string(raw) != `"auto"` {
-		return badRequest("tool_choice", "unsupported_parameter", "Unsupported parameter 'tool_choice': tool calling is not supported.")
+	if r.Stream && r.Tools.active() {
+		return badRequest("stream", "unsupported_parameter", "Unsupported value for 'stream': streamed function calls are not supported on /v1/responses; send stream false, or use /v1/chat/completions.")
 	}
 	if raw, ok := d.get("reasoning"); ok && !isEmptyObject(raw) {
 		return badRequest("reasoning", "unsupported_parameter", "Unsupported parameter 'reasoning': this model does not reason.")
@@ -123,16 +127,21 @@ func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
 			return err
 		}
 		if fraw, ok := td.get("format"); ok {
-			var f struct {
-				Type string `json:"type"`
+			c, err := decodeResponseFormat(fraw, "text.format", true)
+			if err != nil {
+				return err
 			}
-			if fraw[0] != '{' || json.Unmarshal(fraw, &f) != nil {
-				return badRequest("text.format", "invalid_type", "Invalid type for 'text.format': expected an object with a string 'type', but got %s instead.", kindOf(fraw))
-			}
-			if f.Type != "text" {
-				return badRequest("text.format", "unsupported_parameter", "Unsupported value for 'text.format.type': only \"text\" is supported, but got %s.", strconv.Quote(f.Type))
+			if c != nil {
+				r.Constraint = c
+				r.TextFormat = fraw
 			}
 		}
+	}
+	if err := d.decodeConstraints(r); err != nil {
+		return err
+	}
+	if err := d.refuseForeign(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -165,8 +174,37 @@ func decodeInput(raw json.RawMessage) ([]chatMessage, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		if ok && typ != "message" {
-			return nil, badRequest(p+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"message\" items are supported (no tool calls, reasoning items or item references), but got %s.", p, strconv.Quote(typ))
+		switch {
+		case typ == "function_call":
+			c, err := decodeFunctionCallItem(d, p)
+			if err != nil {
+				return nil, err
+			}
+			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" && len(msgs[n-1].ToolCalls) > 0 {
+				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, c)
+			} else {
+				msgs = append(msgs, chatMessage{Role: "assistant", ToolCalls: []tokenizer.ToolCall{c}})
+			}
+			continue
+		case typ == "function_call_output":
+			id, ok, err := d.str("call_id")
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, badRequest(p+".call_id", "missing_required_parameter", "Missing required parameter: '%s.call_id'.", p)
+			}
+			out, ok, err := d.str("output")
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, badRequest(p+".output", "missing_required_parameter", "Missing required parameter: '%s.output'.", p)
+			}
+			msgs = append(msgs, chatMessage{Role: "tool", Content: out, ToolCallID: id})
+			continue
+		case ok && typ != "message":
+			return nil, badRequest(p+".type", "unsupported_parameter", "Unsupported value for '%s.type': only \"message\", \"function_call\" and \"function_call_output\" items are supported (no reasoning items or item references), but got %s.", p, strconv.Quote(typ))
 		}
 		role, err := decodeRole(d, p)
 		if err != nil {
@@ -179,6 +217,29 @@ func decodeInput(raw json.RawMessage) ([]chatMessage, *apiError) {
 		msgs = append(msgs, chatMessage{Role: role, Content: content})
 	}
 	return msgs, nil
+}
+
+// decodeFunctionCallItem reads a function_call input item (a call the
+// model made earlier): call_id, name and arguments.
+func decodeFunctionCallItem(d *decoder, p string) (tokenizer.ToolCall, *apiError) {
+	c := tokenizer.ToolCall{Type: "function"}
+	var ok bool
+	var err *apiError
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"call_id", &c.ID}, {"name", &c.Name}, {"arguments", &c.Arguments}} {
+		if *f.dst, ok, err = d.str(f.key); err != nil {
+			return c, err
+		} else if !ok {
+			return c, badRequest(p+"."+f.key, "missing_required_parameter", "Missing required parameter: '%s.%s'.", p, f.key)
+		}
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(c.Arguments), &obj) != nil {
+		return c, badRequest(p+".arguments", "invalid_value", "Invalid '%s.arguments': expected a string holding a JSON object.", p)
+	}
+	return c, nil
 }
 
 // inputPartType accepts the Responses API's text parts (input_text,
@@ -249,11 +310,54 @@ func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *sche
 	dst = appendJSONString(dst, m.model)
 	dst = append(dst, `,"output":[`...)
 	if b != nil {
-		dst = m.appendOutputMessage(dst, text, status)
+		var calls []parsedCall
+		if m.tools != nil {
+			text, calls = m.tools.parseCalls(text)
+		}
+		if len(text) > 0 || len(calls) == 0 {
+			dst = m.appendOutputMessage(dst, text, status)
+			if len(calls) > 0 {
+				dst = append(dst, ',')
+			}
+		}
+		for i, c := range calls {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = appendJSONString(dst, "fc_"+strings.TrimPrefix(c.id, "call_"))
+			dst = append(dst, `,"type":"function_call","status":"completed","call_id":`...)
+			dst = appendJSONString(dst, c.id)
+			dst = append(dst, `,"name":`...)
+			dst = appendJSONString(dst, c.name)
+			dst = append(dst, `,"arguments":`...)
+			dst = appendJSONString(dst, c.args)
+			dst = append(dst, '}')
+		}
 	}
-	dst = append(dst, `],"parallel_tool_calls":false,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":false,"temperature":`...)
+	dst = append(dst, `],"parallel_tool_calls":`...)
+	dst = strconv.AppendBool(dst, r.parallel)
+	dst = append(dst, `,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":false,"temperature":`...)
 	dst = appendFloat(dst, float64(r.temperature))
-	dst = append(dst, `,"text":{"format":{"type":"text"}},"tool_choice":"none","tools":[],"top_p":`...)
+	dst = append(dst, `,"text":{"format":`...)
+	if len(r.textFormat) > 0 {
+		dst = append(dst, r.textFormat...)
+	} else {
+		dst = append(dst, `{"type":"text"}`...)
+	}
+	dst = append(dst, `},"tool_choice":`...)
+	if len(r.toolChoiceRaw) > 0 {
+		dst = append(dst, r.toolChoiceRaw...)
+	} else {
+		dst = appendJSONString(dst, r.toolChoice)
+	}
+	dst = append(dst, `,"tools":`...)
+	if len(r.tools) > 0 {
+		dst = append(dst, r.tools...)
+	} else {
+		dst = append(dst, "[]"...)
+	}
+	dst = append(dst, `,"top_p":`...)
 	dst = appendFloat(dst, float64(r.topP))
 	dst = append(dst, `,"truncation":"disabled","usage":`...)
 	if b != nil {
@@ -300,6 +404,12 @@ func appendResponsesUsage(dst []byte, b *schema.RequestBody) []byte {
 // newResponsesMeta is the responsesMeta of a decoded request, before
 // fitContext resolves its max_output_tokens.
 func newResponsesMeta(id string, r *genRequest) *responsesMeta {
-	return &responsesMeta{msgID: "msg_" + strings.TrimPrefix(id, "resp_"), instructions: r.Instructions,
-		hasInstr: r.HasInstructions, maxOutput: r.MaxTokens, temperature: r.Temperature, topP: r.TopP, user: r.User}
+	rm := &responsesMeta{msgID: "msg_" + strings.TrimPrefix(id, "resp_"), instructions: r.Instructions,
+		hasInstr: r.HasInstructions, maxOutput: r.MaxTokens, temperature: r.Temperature, topP: r.TopP, user: r.User,
+		textFormat: r.TextFormat, toolChoice: "none"}
+	if r.Tools != nil {
+		rm.toolChoice, rm.tools, rm.parallel = r.Tools.choice.Mode, r.Tools.flatRaw, r.Tools.parallel
+		rm.toolChoiceRaw = r.Tools.choiceRaw
+	}
+	return rm
 }

@@ -28,6 +28,12 @@ type seq struct {
 	// paramsRead: the body was read and params hold what the engine runs
 	// with (the event's max_tokens, temperature, top_p).
 	paramsRead bool
+	// Constraints (issue 26): the constraint kind ("" for none), the time
+	// compiling its grammar took (0: cached), and the tool-call format when
+	// the answer may hold calls (nil otherwise).
+	constraint string
+	compileNS  int64
+	tools      *toolsMeta
 
 	submitted chan *apiError // the loop's answer to the submission (buffered)
 	notify    chan struct{}  // cap 1: new output or completion
@@ -40,6 +46,7 @@ type seq struct {
 	text    []byte // scratch: the text of one run
 	matched bool   // a stop string was seen
 	ntoks   int    // tokens received from the engine
+	answer  []byte // the whole answer, kept when it may hold tool calls
 
 	mu   sync.Mutex
 	out  outBuf
@@ -119,6 +126,9 @@ func (s *seq) flushText() {
 }
 
 func (s *seq) push(text []byte, toks []int32, o *native.Output) {
+	if s.tools != nil {
+		s.answer = append(s.answer, text...)
+	}
 	s.mu.Lock()
 	s.out.text = append(s.out.text, text...)
 	s.out.toks = append(s.out.toks, toks...)

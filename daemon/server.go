@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/picometer/picometer/constraint"
 	"log/slog"
 	"net"
 	"os"
@@ -73,6 +74,9 @@ type Daemon struct {
 	keys    [][]byte
 	codec   *codec // the model's tokenizer and chat template (tokenize.go)
 
+	grammarErr string                             // why constrained requests are refused ("": they are served; grammar.go)
+	grammars   *constraint.Cache[*native.Grammar] // compiled grammars by text (grammar.go)
+
 	loop *loop
 	sink eventSink
 	em   *Emitter // nil when the emitter is off
@@ -102,6 +106,7 @@ func New(cfg Config, eng Engine, deps Deps) *Daemon {
 	d.sampler, _ = newSampler(cfg.Tracing.Sampler, cfg.Tracing.SamplerArg) // cfg is valid
 	d.model = servedName(cfg, info)
 	d.codec = codecFor(cfg.Model, cfg.ChatTemplate)
+	d.setupGrammars(eng)
 	for _, k := range cfg.APIKeys {
 		d.keys = append(d.keys, []byte(k))
 	}

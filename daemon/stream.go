@@ -68,6 +68,7 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 		}
 	}
 	var out outBuf
+	var held []byte // the answer, held back while it may hold tool calls
 	completion := 0
 	wt := waiter{d: d, s: s, conn: conn, keepAlive: d.keepAliveFunc(w, conn, flush), every: d.cfg.StreamKeepAlive}
 	defer wt.stop()
@@ -86,6 +87,10 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 			text, toks := out.text[start.text:end.text], out.toks[start.toks:end.toks]
 			start = end
 			completion += len(toks)
+			if m.tools != nil {
+				held = append(held, text...)
+				continue
+			}
 			if len(text) == 0 && (len(toks) == 0 || !(m.tokenIDs || m.continuousUsage || m.logprobs)) {
 				continue
 			}
@@ -99,7 +104,21 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 				buf = appendErrorEvent(buf[:0], res.err)
 			} else {
 				m.lp = lpRun{}
-				buf = m.appendChunk(buf[:0], nil, nil, res.finish, completion)
+				finish := res.finish
+				buf = buf[:0]
+				if m.tools != nil {
+					text, calls := m.tools.parseCalls(held)
+					if len(text) > 0 {
+						buf = m.appendChunk(buf, text, nil, "", completion)
+					}
+					if len(calls) > 0 {
+						buf = m.appendToolCallChunks(buf, calls, completion)
+						if finish == schema.FinishStop {
+							finish = finishToolCalls
+						}
+					}
+				}
+				buf = m.appendChunk(buf, nil, nil, finish, completion)
 				if m.includeUsage {
 					buf = m.appendUsageChunk(buf, &res.body)
 				}

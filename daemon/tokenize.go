@@ -7,6 +7,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/picometer/picometer/constraint"
 	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/native"
 	"github.com/picometer/picometer/schema"
@@ -29,10 +30,12 @@ type codec struct {
 	tpl   *tokenizer.Template  // nil: no chat template
 	size  int                  // vocabulary size (token ids are 0..size-1)
 	stops []int32              // a chat turn ends on these (besides the engine's EOS)
+
+	toolFormat constraint.ToolFormat // how the model writes tool calls ("": none known)
 }
 
 // bytesCodec is picometer's byte vocabulary.
-var bytesCodec = &codec{size: native.VocabSize, stops: []int32{native.TokEnd}}
+var bytesCodec = &codec{size: native.VocabSize, stops: []int32{native.TokEnd}, toolFormat: constraint.FormatPicometer}
 
 // readChatTemplate reads and parses the chat_template file (config key
 // chat_template, flag --chat-template); "" is none. Errors name the key.
@@ -74,9 +77,15 @@ func loadCodec(path, tmpl string) (*codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	c := &codec{tk: tk, tpl: tk.TemplateFor(), size: tk.Size()}
+	c := &codec{tk: tk, tpl: tk.TemplateFor(), size: tk.Size(), toolFormat: constraint.FormatPicometer}
 	if tmpl != "" {
 		c.tpl = tk.TemplateFrom(tmpl)
+	}
+	if src := tmpl; c.tpl != nil {
+		if src == "" {
+			src = v.ChatTemplate
+		}
+		c.toolFormat = constraint.DetectToolFormat(src)
 	}
 	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
 		if id >= 0 && !containsID(c.stops, id) {
@@ -124,7 +133,7 @@ func (c *codec) prompt(r *genRequest) *apiError {
 	}
 	switch {
 	case r.Op == schema.OpChat:
-		text, plain, err := c.render(r.Messages, nil, true)
+		text, plain, err := c.render(r.Messages, r.toolsRaw(), true)
 		if err != nil {
 			return badRequest("messages", "invalid_value", "Invalid 'messages': the model's chat template failed: %v", err)
 		}
@@ -155,6 +164,9 @@ func (c *codec) render(msgs []chatMessage, tools json.RawMessage, addGen bool) (
 		contents[i] = m.Content
 	}
 	if c.tpl == nil {
+		if len(tools) > 0 || hasTools(msgs) {
+			msgs = toolMessages(msgs, tools)
+		}
 		var sb strings.Builder
 		var plain [][2]int
 		v := c.tk.Vocab()

@@ -60,6 +60,9 @@ func checkUsage(t *testing.T, u *usageJSON, ev schema.Event) {
 		want["itl_mean_s"] = sec(sum) / float64(n)
 		want["itl_max_s"] = sec(mx)
 	}
+	want["mask_s"] = sec(r.MaskUS)
+	want["masked_tokens"] = float64(r.MaskedTokens)
+	want["constraint_compile_s"] = sec(r.CompileUS)
 	for _, k := range []string{"prefill_s", "decode_s", "time_per_output_token_s", "inter_token_latency_s", "accept_rate", "itl_mean_s", "itl_max_s"} {
 		if _, ok := want[k]; !ok {
 			want[k] = 0

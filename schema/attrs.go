@@ -45,6 +45,68 @@ var ErrorTypes = []string{
 	ErrEngine, ErrOther,
 }
 
+// Constraint kinds (the constraint attribute and the constraint field of
+// request events): what a request held its output to (issue 26).
+const (
+	ConstraintJSONSchema = "json_schema" // a JSON schema (response_format, text.format, guided_json, json_schema, format)
+	ConstraintJSONObject = "json_object" // JSON mode: any object
+	ConstraintRegex      = "regex"       // guided_regex, regex
+	ConstraintChoice     = "choice"      // guided_choice
+	ConstraintGrammar    = "grammar"     // a GBNF grammar (grammar, guided_grammar)
+	ConstraintTools      = "tools"       // tool calls in the model's format
+)
+
+// Constraints is the closed set of constraint kinds.
+var Constraints = []string{ConstraintJSONSchema, ConstraintJSONObject, ConstraintRegex, ConstraintChoice, ConstraintGrammar, ConstraintTools}
+
+// Constraint outcomes (the outcome attribute): valid, the output is a
+// whole sentence of its grammar; length, it was cut by max_tokens or the
+// context first; rejected, the request was refused (a constraint that
+// does not translate or compile) or no token could continue it.
+const (
+	OutcomeValid    = "valid"
+	OutcomeLength   = "length"
+	OutcomeRejected = "rejected"
+	OutcomeAborted  = "aborted" // cancelled (client gone, deadline, shutdown) before it completed
+)
+
+// ConstraintOutcomes is the closed set of constraint outcomes.
+var ConstraintOutcomes = []string{OutcomeValid, OutcomeLength, OutcomeRejected, OutcomeAborted}
+
+// Grammar states of a constrained request when it finished (the grammar
+// field of request events; the engine's native.Grammar* values).
+const (
+	GrammarComplete   = "complete"   // the output is a whole sentence of the grammar
+	GrammarIncomplete = "incomplete" // it ended (length, abort) before the grammar could end
+	GrammarDead       = "dead_end"   // no token could continue it
+)
+
+// GrammarStates is the closed set of grammar states.
+var GrammarStates = []string{GrammarComplete, GrammarIncomplete, GrammarDead}
+
+// Tool-call formats (the tool_format attribute; package constraint's
+// ToolFormat values).
+var ToolFormats = []string{"picometer", "hermes", "llama3_json", "mistral", "mistral_args"}
+
+// ConstraintOutcome is the outcome of a request event's constraint ("" for
+// an unconstrained request): rejected when the request failed before
+// running (error) or no token could continue the grammar, valid when the
+// output completed the grammar, length when max_tokens or the context cut
+// it, aborted otherwise.
+func ConstraintOutcome(b *RequestBody) string {
+	switch {
+	case b.Constraint == "":
+		return ""
+	case b.FinishReason == FinishError || b.Grammar == GrammarDead:
+		return OutcomeRejected
+	case b.Grammar == GrammarComplete:
+		return OutcomeValid
+	case b.FinishReason == FinishLength:
+		return OutcomeLength
+	}
+	return OutcomeAborted
+}
+
 // Operation names (gen_ai.operation.name).
 const (
 	OpChat           = "chat"            // POST /v1/chat/completions
@@ -144,6 +206,12 @@ var (
 		Doc: "engine identifier configured on the daemon (from its hello event)"}
 	AttrOperation = &Attr{Key: "gen_ai.operation.name", Values: []string{OpChat, OpTextCompletion},
 		Doc: "OpenAI endpoint: chat completions or completions"}
+	AttrConstraint = &Attr{Key: "constraint", Values: Constraints,
+		Doc: "what a request held its output to"}
+	AttrOutcome = &Attr{Key: "outcome", Values: ConstraintOutcomes,
+		Doc: "how a constrained request ended"}
+	AttrToolFormat = &Attr{Key: "tool_format", Values: ToolFormats,
+		Doc: "the model's tool-call format, read from its chat template"}
 	AttrFinishReason = &Attr{Key: "finish_reason", Values: FinishReasons,
 		Doc: "why the request finished"}
 	AttrErrorType = &Attr{Key: "error.type", Values: ErrorTypes,

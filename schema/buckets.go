@@ -40,6 +40,11 @@ var (
 	// lengths, up to 100 000 tokens (longer contexts land in +Inf).
 	LengthBuckets = Buckets125(100000)
 
+	// MaskBuckets: a grammar's token mask per step, from 1 µs (a cached
+	// mask) to 100 ms (a whole 128k vocabulary walked slowly); issue 26's
+	// target is 100 µs.
+	MaskBuckets = []float64{0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1}
+
 	// StepTokenBuckets serve tokens per engine step (powers of two to 4096).
 	StepTokenBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
 

@@ -254,7 +254,40 @@ func (b *RequestBody) validateTrace() error {
 	case !(b.TopP >= 0 && b.TopP <= 1):
 		return invalid("top_p: %v not in 0..1", b.TopP)
 	}
+	return b.validateConstraint()
+}
+
+func (b *RequestBody) validateConstraint() error {
+	switch {
+	case b.Constraint != "" && !oneOf(Constraints, b.Constraint):
+		return invalid("constraint: %q is not one of %v", b.Constraint, Constraints)
+	case b.Constraint == "" && (b.Grammar != "" || b.CompileUS != 0 || b.MaskUS != 0 || b.MaskedTokens != 0):
+		return invalid("constraint: missing beside grammar, compile_us, mask_us or masked_tokens")
+	case b.Grammar != "" && !oneOf(GrammarStates, b.Grammar):
+		return invalid("grammar: %q is not one of %v", b.Grammar, GrammarStates)
+	case b.CompileUS < 0 || b.CompileUS > MaxDurationUS:
+		return invalid("compile_us: %d not in 0..%d", b.CompileUS, MaxDurationUS)
+	case b.MaskUS < 0 || b.MaskUS > MaxDurationUS:
+		return invalid("mask_us: %d not in 0..%d", b.MaskUS, MaxDurationUS)
+	case b.MaskedTokens < 0 || b.MaskedTokens > MaxTokens:
+		return invalid("masked_tokens: %d not in 0..%d", b.MaskedTokens, MaxTokens)
+	case b.ToolCalls < 0 || b.ToolCalls > MaxTokens:
+		return invalid("tool_calls: %d not in 0..%d", b.ToolCalls, MaxTokens)
+	case (b.ToolCalls > 0) != (b.ToolFormat != ""):
+		return invalid("tool_format: %q with %d tool_calls (one goes with the other)", b.ToolFormat, b.ToolCalls)
+	case b.ToolFormat != "" && !oneOf(ToolFormats, b.ToolFormat):
+		return invalid("tool_format: %q is not one of %v", b.ToolFormat, ToolFormats)
+	}
 	return nil
+}
+
+func oneOf(set []string, v string) bool {
+	for _, s := range set {
+		if s == v {
+			return true
+		}
+	}
+	return false
 }
 
 // IsTraceHex reports whether s is n lowercase hex digits, not all zero:

@@ -64,6 +64,8 @@ var requestKeys = [...]string{
 	rkTraceID: `"trace_id":`, rkSpanID: `"span_id":`, rkParentSpanID: `"parent_span_id":`, rkSampled: `"sampled":`,
 	rkTraceState: `"tracestate":`, rkStartUnixNano: `"start_unix_nano":`,
 	rkMaxTokens: `"max_tokens":`, rkTemperature: `"temperature":`, rkTopP: `"top_p":`,
+	rkConstraint: `"constraint":`, rkGrammar: `"grammar":`, rkCompileUS: `"compile_us":`, rkMaskUS: `"mask_us":`,
+	rkMaskedTokens: `"masked_tokens":`, rkToolCalls: `"tool_calls":`, rkToolFormat: `"tool_format":`,
 }
 
 const (
@@ -97,6 +99,13 @@ const (
 	rkMaxTokens
 	rkTemperature
 	rkTopP
+	rkConstraint
+	rkGrammar
+	rkCompileUS
+	rkMaskUS
+	rkMaskedTokens
+	rkToolCalls
+	rkToolFormat
 )
 
 // fast decodes line into ev if it is a request event the fast path reads,
@@ -196,6 +205,20 @@ func (d *Decoder) fast(line []byte, ev *Event) bool {
 			ev.Temperature, i = scanFloat(b, i)
 		case rkTopP:
 			ev.TopP, i = scanFloat(b, i)
+		case rkConstraint:
+			ev.Constraint, i = scanClosed(b, i, Constraints)
+		case rkGrammar:
+			ev.Grammar, i = scanClosed(b, i, GrammarStates)
+		case rkCompileUS:
+			ev.CompileUS, i = scanInt64(b, i)
+		case rkMaskUS:
+			ev.MaskUS, i = scanInt64(b, i)
+		case rkMaskedTokens:
+			ev.MaskedTokens, i = scanInt(b, i)
+		case rkToolCalls:
+			ev.ToolCalls, i = scanInt(b, i)
+		case rkToolFormat:
+			ev.ToolFormat, i = scanClosed(b, i, ToolFormats)
 		}
 		if i < 0 || i >= len(b) {
 			return false

@@ -77,6 +77,12 @@ func fastPathLines(tb testing.TB) [][]byte {
 	}
 	r := typicalRequest("b0000000000000001", 7)
 	add(r)
+	c := typicalRequest("b", 8) // a constrained request that called tools (issue 26)
+	c.Constraint, c.Grammar, c.CompileUS, c.MaskUS, c.MaskedTokens, c.ToolCalls, c.ToolFormat = ConstraintTools, GrammarComplete, 1234, 567, 40, 2, "hermes"
+	add(c)
+	c = typicalRequest("b", 9)
+	c.Constraint, c.Grammar = ConstraintRegex, GrammarDead
+	add(c)
 	r = typicalRequest("b", math.MaxInt64)
 	r.TimeUnixNano, r.AdmittedUS, r.FinishUS = math.MinInt64+1, -1, math.MaxInt64
 	r.ITLUS = []int64{}

@@ -92,6 +92,16 @@ type RequestBody struct {
 	MaxTokens   int     `json:"max_tokens,omitempty"`
 	Temperature float64 `json:"temperature,omitempty"` // 0..MaxTemperature
 	TopP        float64 `json:"top_p,omitempty"`       // 0..1
+
+	// Output constraints (issue 26); every field is omitted when the
+	// request had none, so older events decode as before.
+	Constraint   string `json:"constraint,omitempty"`    // one of Constraints: what the output was held to
+	Grammar      string `json:"grammar,omitempty"`       // one of GrammarStates: how the output stood against it at the end ("" if never run)
+	CompileUS    int64  `json:"compile_us,omitempty"`    // compiling the grammar (0: it was cached)
+	MaskUS       int64  `json:"mask_us,omitempty"`       // computing its token masks
+	MaskedTokens int    `json:"masked_tokens,omitempty"` // tokens sampled under a mask
+	ToolCalls    int    `json:"tool_calls,omitempty"`    // tool calls parsed from the answer
+	ToolFormat   string `json:"tool_format,omitempty"`   // one of ToolFormats, with tool_calls
 }
 
 // Request is the event a daemon sends once per finished request.

@@ -42,6 +42,10 @@ const (
 	IDSidecarExportFailure   = "sidecar_otlp_export_failures"
 	IDSidecarHeartbeat       = "sidecar_heartbeat"
 	IDSidecarSpansLost       = "sidecar_spans_lost"
+	IDConstraintRequests     = "constraint_requests"
+	IDConstraintCompile      = "constraint_compile"
+	IDConstraintMask         = "constraint_mask"
+	IDToolCalls              = "tool_calls"
 )
 
 // Families is the metric table: every family picometer exports, once.
@@ -129,6 +133,32 @@ var Families = []*Family{
 		ID: IDRequestsFailed, Name: "picometer.requests.failed", Unit: "{request}", Kind: KindCounter,
 		Help:   "Requests that failed or were aborted, by error type.",
 		Attrs:  []*Attr{AttrModel, AttrEngine, AttrOperation, AttrErrorType},
+		Source: SourceRequest,
+	},
+
+	// ---- constrained decoding and tool calls (issue 26) -----------------
+	{
+		ID: IDConstraintRequests, Name: "picometer.constraint.requests", Unit: "{request}", Kind: KindCounter,
+		Help:   "Requests whose output was constrained, by constraint kind (json_schema, json_object, regex, choice, grammar, tools) and outcome: valid (the output completed the grammar), length (cut by max_tokens or the context first), rejected (the constraint was refused, or no token could continue it), aborted.",
+		Attrs:  []*Attr{AttrModel, AttrEngine, AttrConstraint, AttrOutcome},
+		Source: SourceRequest,
+	},
+	{
+		ID: IDConstraintCompile, Name: "picometer.constraint.compile.duration", Unit: "s", Kind: KindHistogram,
+		Help:    "Time compiling a request's grammar, by constraint kind; requests whose grammar was cached are not observed.",
+		Attrs:   []*Attr{AttrModel, AttrEngine, AttrConstraint},
+		Buckets: StepDurationBuckets, Source: SourceRequest,
+	},
+	{
+		ID: IDConstraintMask, Name: "picometer.constraint.mask.duration", Unit: "s", Kind: KindHistogram,
+		Help:    "Per constrained request, the engine's time computing token masks divided by the tokens sampled under a mask: the mean mask time per step.",
+		Attrs:   []*Attr{AttrModel, AttrEngine},
+		Buckets: MaskBuckets, Source: SourceRequest,
+	},
+	{
+		ID: IDToolCalls, Name: "picometer.tool_calls", Unit: "{call}", Kind: KindCounter,
+		Help:   "Tool calls parsed from answers, by the model's tool-call format.",
+		Attrs:  []*Attr{AttrModel, AttrEngine, AttrToolFormat},
 		Source: SourceRequest,
 	},
 	{

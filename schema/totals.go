@@ -117,6 +117,73 @@ type OpTotals struct {
 // request totals, by operation in [AttrOperation] order.
 type TotalsBody struct {
 	Ops []OpTotals `json:"ops"`
+	// Constraints are the constrained-decoding totals (issue 26); absent
+	// from daemons that predate them (then nothing is raised).
+	Constraints *ConstraintTotals `json:"constraints,omitempty"`
+}
+
+// ConstraintTotals are the cumulative constrained-decoding totals of one
+// boot (all operations).
+type ConstraintTotals struct {
+	// Requests counts constrained requests by kind and outcome:
+	// Requests[k*len(ConstraintOutcomes)+o] for Constraints[k] and
+	// ConstraintOutcomes[o].
+	Requests []int64 `json:"requests"`
+	// ToolCalls counts parsed tool calls by format, in ToolFormats order.
+	ToolCalls []int64 `json:"tool_calls"`
+	// Compile is the compile-duration histogram by kind (Constraints order),
+	// Mask the mask time per step.
+	Compile []Hist `json:"compile"`
+	Mask    Hist   `json:"mask"`
+}
+
+// NewConstraintTotals returns empty constraint totals of the right shape.
+func NewConstraintTotals() *ConstraintTotals {
+	c := &ConstraintTotals{Requests: make([]int64, len(Constraints)*len(ConstraintOutcomes)),
+		ToolCalls: make([]int64, len(ToolFormats)), Compile: make([]Hist, len(Constraints))}
+	for i := range c.Compile {
+		c.Compile[i].Counts = make([]uint64, len(StepDurationBuckets)+1)
+	}
+	c.Mask.Counts = make([]uint64, len(MaskBuckets)+1)
+	return c
+}
+
+// addConstraint adds a request's constraint facts to c.
+func (c *ConstraintTotals) add(r *RequestBody) {
+	if k := indexIn(Constraints, r.Constraint); k >= 0 {
+		if o := indexIn(ConstraintOutcomes, ConstraintOutcome(r)); o >= 0 {
+			c.Requests[k*len(ConstraintOutcomes)+o]++
+		}
+		if r.CompileUS > 0 {
+			c.Compile[k].Observe(StepDurationBuckets, us(r.CompileUS))
+		}
+		if r.MaskedTokens > 0 {
+			c.Mask.Observe(MaskBuckets, us(r.MaskUS)/float64(r.MaskedTokens))
+		}
+	}
+	if f := indexIn(ToolFormats, r.ToolFormat); f >= 0 && r.ToolCalls > 0 {
+		c.ToolCalls[f] += int64(r.ToolCalls)
+	}
+}
+
+func (c *ConstraintTotals) validate() error {
+	if len(c.Requests) != len(Constraints)*len(ConstraintOutcomes) || len(c.ToolCalls) != len(ToolFormats) || len(c.Compile) != len(Constraints) {
+		return invalid("constraints: wrong shape")
+	}
+	for _, v := range append(append([]int64(nil), c.Requests...), c.ToolCalls...) {
+		if v < 0 || v > MaxCumulative {
+			return invalid("constraints: count %d not in 0..%d", v, int64(MaxCumulative))
+		}
+	}
+	for k := range c.Compile {
+		if err := c.Compile[k].validate(StepDurationBuckets); err != nil {
+			return invalid("constraints.compile[%s]: %v", Constraints[k], err)
+		}
+	}
+	if err := c.Mask.validate(MaskBuckets); err != nil {
+		return invalid("constraints.mask: %v", err)
+	}
+	return nil
 }
 
 // Totals is the event a daemon sends after every hello and with every
@@ -128,7 +195,7 @@ type Totals struct {
 
 // NewTotals returns empty totals of the right shape.
 func NewTotals() TotalsBody {
-	t := TotalsBody{Ops: make([]OpTotals, len(AttrOperation.Values))}
+	t := TotalsBody{Ops: make([]OpTotals, len(AttrOperation.Values))} // Constraints: made by the first constrained request
 	for i := range t.Ops {
 		o := &t.Ops[i]
 		o.Finished = make([]int64, len(FinishReasons))
@@ -204,6 +271,12 @@ func (t *TotalsBody) Add(r *RequestBody) bool {
 		obs(HistGenLength, float64(r.CompletionTokens))
 	}
 	o.Finished[f]++
+	if r.Constraint != "" || r.ToolCalls > 0 {
+		if t.Constraints == nil {
+			t.Constraints = NewConstraintTotals()
+		}
+		t.Constraints.add(r)
+	}
 	return true
 }
 
@@ -235,6 +308,11 @@ func indexIn(values []string, v string) int {
 const MaxCumulativeObservedSum = float64(MaxCumulative) * MaxTokens
 
 func (b *TotalsBody) validate() error {
+	if b.Constraints != nil {
+		if err := b.Constraints.validate(); err != nil {
+			return err
+		}
+	}
 	if len(b.Ops) != len(AttrOperation.Values) {
 		return invalid("ops: %d entries, want %d (%v)", len(b.Ops), len(AttrOperation.Values), AttrOperation.Values)
 	}

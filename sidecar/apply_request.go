@@ -39,6 +39,9 @@ func (t *target) applyRequest(b *boot, r *schema.RequestBody) error {
 	if et := schema.RequestErrorType(r); et != "" {
 		t.syncFailed(op, indexOf(schema.ErrorTypes, et))
 	}
+	if r.Constraint != "" || r.ToolCalls > 0 {
+		t.syncConstraints()
+	}
 	return nil
 }
 

@@ -43,6 +43,9 @@ func (t *target) applyTotals(b *boot, in *schema.TotalsBody, seq uint64) {
 		}
 		t.syncOp(op)
 	}
+	if in.Constraints != nil {
+		t.raiseConstraints(b, in.Constraints)
+	}
 	if n := bt.Requests() - before; n > 0 {
 		t.recovered.addSat(uint64(n))
 		if sp := t.a.spans; sp != nil {

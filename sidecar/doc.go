@@ -153,7 +153,8 @@
 // and reason, series events_per_second and rejected_per_second by reason)
 // and "targets", each with model, engine, connected, "totals" (requests,
 // errors, prompt_tokens, generation_tokens, events_lost, events_dropped,
-// spec_draft_tokens, spec_accepted_tokens, errors_by_type), "now" (the
+// spec_draft_tokens, spec_accepted_tokens, constrained_requests,
+// constrained_valid, tool_calls, errors_by_type), "now" (the
 // gauges), decode_time_by_batch_size ([{batch_size, steps,
 // mean_seconds}]) and "series": one array per quantity, aligned with
 // "times", null where there is no value (requests_per_second,

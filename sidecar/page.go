@@ -111,6 +111,11 @@ func (h *history) appendTargetSection(b []byte, i int, tr *targetReading, th *ta
 	b = appendTotal(b, "errors", "errors", sum(tr.failed))
 	b = appendTotal(b, "generation_tokens", "generated tokens", tr.genTokens)
 	b = appendTotal(b, "prompt_tokens", "prompt tokens", tr.promptTokens)
+	if tr.constrained > 0 || tr.toolCalls > 0 {
+		b = appendTotal(b, "constrained_requests", "constrained requests", tr.constrained)
+		b = appendTotal(b, "constrained_valid", "constrained, valid", tr.constrainedValid)
+		b = appendTotal(b, "tool_calls", "tool calls", tr.toolCalls)
+	}
 	if tr.hasGauges {
 		b = append(b, `<div><dt>running / slots</dt><dd data-now="running">`...)
 		b = appendShort(b, tr.running)

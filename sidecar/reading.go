@@ -33,6 +33,10 @@ type targetReading struct {
 	lost         uint64
 	dropped      uint64 // daemon_events_dropped, both reasons
 
+	// constrained decoding (issue 26): constrained requests, those whose
+	// output completed the grammar, and tool calls
+	constrained, constrainedValid, toolCalls uint64
+
 	hasGauges                      bool
 	running, waiting, slots, kvUse float64
 
@@ -129,6 +133,20 @@ func (t *target) readLocked(tr *targetReading) {
 		}
 		if rs.genTokens != nil {
 			tr.genTokens += rs.genTokens.c.Get()
+		}
+	}
+	tr.constrained, tr.constrainedValid, tr.toolCalls = 0, 0, 0
+	if c := t.cons; c != nil {
+		no := len(schema.ConstraintOutcomes)
+		for i, s := range c.requests {
+			n := s.c.Get()
+			tr.constrained += n
+			if schema.ConstraintOutcomes[i%no] == schema.OutcomeValid {
+				tr.constrainedValid += n
+			}
+		}
+		for _, s := range c.toolCalls {
+			tr.toolCalls += s.c.Get()
 		}
 	}
 	tr.lost = t.lost.c.Get()

@@ -141,6 +141,21 @@ func sidecarStreams(t *testing.T) map[string][]byte {
 	bs = append(bs, d.engine(snap(1, 4, 0.5, 1))...)                                            // invalid_field: preemptions went back
 	bs = append(bs, d.request(ok)...)                                                           // good
 	out["bad"] = bs
+
+	// constraint: constrained requests, one calling tools (issue 26).
+	c := newSim(t, "eeeeeeeeeeeeeeee", "golden-model")
+	var cs []byte
+	cs = append(cs, c.hello()...)
+	js := ok
+	js.Constraint, js.Grammar, js.CompileUS, js.MaskUS, js.MaskedTokens = schema.ConstraintJSONSchema, schema.GrammarComplete, 2100, 180, 5
+	cs = append(cs, c.request(js)...)
+	tc := ok
+	tc.Operation, tc.Constraint, tc.Grammar, tc.MaskUS, tc.MaskedTokens, tc.ToolCalls, tc.ToolFormat = schema.OpChat, schema.ConstraintTools, schema.GrammarComplete, 90, 5, 1, "hermes"
+	cs = append(cs, c.request(tc)...)
+	cut := ok
+	cut.Constraint, cut.Grammar, cut.FinishReason = schema.ConstraintRegex, schema.GrammarIncomplete, schema.FinishLength
+	cs = append(cs, c.request(cut)...)
+	out["constraint"] = cs
 	return out
 }
 

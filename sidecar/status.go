@@ -148,6 +148,9 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 	b = appendKeyUint(b, 5, "events_dropped", tr.dropped)
 	b = appendKeyUint(b, 6, "spec_draft_tokens", tr.specDraftTokens)
 	b = appendKeyUint(b, 7, "spec_accepted_tokens", tr.specAccepted)
+	b = appendKeyUint(b, 8, "constrained_requests", tr.constrained)
+	b = appendKeyUint(b, 9, "constrained_valid", tr.constrainedValid)
+	b = appendKeyUint(b, 10, "tool_calls", tr.toolCalls)
 	b = append(b, `,"errors_by_type":{`...)
 	for e, et := range schema.ErrorTypes {
 		b = appendKeyUint(b, e, et, tr.failed[e])

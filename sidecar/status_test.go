@@ -87,13 +87,17 @@ type statusDoc struct {
 		Engine    string `json:"engine"`
 		Connected bool   `json:"connected"`
 		Totals    struct {
-			Requests   uint64            `json:"requests"`
-			Errors     uint64            `json:"errors"`
-			Prompt     uint64            `json:"prompt_tokens"`
-			Generation uint64            `json:"generation_tokens"`
-			Lost       uint64            `json:"events_lost"`
-			Dropped    uint64            `json:"events_dropped"`
-			ByType     map[string]uint64 `json:"errors_by_type"`
+			Requests   uint64 `json:"requests"`
+			Errors     uint64 `json:"errors"`
+			Prompt     uint64 `json:"prompt_tokens"`
+			Generation uint64 `json:"generation_tokens"`
+			Lost       uint64 `json:"events_lost"`
+			Dropped    uint64 `json:"events_dropped"`
+
+			Constrained      uint64            `json:"constrained_requests"`
+			ConstrainedValid uint64            `json:"constrained_valid"`
+			ToolCalls        uint64            `json:"tool_calls"`
+			ByType           map[string]uint64 `json:"errors_by_type"`
 		} `json:"totals"`
 		Now   map[string]float64 `json:"now"`
 		Batch []struct {

