@@ -123,9 +123,6 @@ func (d *Daemon) generate(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if e == nil {
 		grammar, compileNS, e = d.compileConstraint(r.Constraint)
 	}
-	if e == nil {
-		e = d.checkMinP(&r)
-	}
 	if e != nil {
 		fail(e)
 		return

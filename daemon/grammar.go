@@ -77,13 +77,3 @@ func (d *Daemon) compileConstraint(c *constraintSpec) (g *native.Grammar, compil
 	d.grammars.Add(c.gbnf, g)
 	return g, compileNS, nil
 }
-
-// checkMinP refuses min_p above 0: the engine checks the value but does
-// not apply it yet (grammar branch, issue 26), and a sampling field that
-// is read and not applied would be silently ignored.
-func (d *Daemon) checkMinP(r *genRequest) *apiError {
-	if r.MinP == 0 {
-		return nil
-	}
-	return badRequest("min_p", "unsupported_parameter", "Unsupported parameter 'min_p': this build's engine does not apply min-p sampling yet; send 0 or leave it out.")
-}

@@ -132,14 +132,36 @@ func TestConstraintRefusedByEngine(t *testing.T) {
 			t.Errorf("%s %s: %d %s", tc.path, tc.body, r.status, r.body)
 		}
 	}
-	if r := ts.post("/v1/completions", `{"prompt":"x","min_p":0.1}`); r.status != 400 || !strings.Contains(string(r.body), "'min_p'") {
-		t.Errorf("min_p: %d %s", r.status, r.body)
-	}
-	if r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":1,"min_p":0}`); r.status != 200 {
-		t.Errorf("min_p 0: %d %s", r.status, r.body)
-	}
 	// tool_choice "none" constrains nothing: served
 	if r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`); r.status != 200 {
 		t.Errorf("tool_choice none: %d %s", r.status, r.body)
+	}
+}
+
+// TestMinPApplied: min_p reaches the engine and changes what it samples.
+func TestMinPApplied(t *testing.T) {
+	ts := startTiny(t, nil)
+	// min_p is applied by the engine: min_p 1 keeps only the most likely
+	// token, so a hot sampled request gives the greedy text, which the same
+	// request without min_p does not.
+	text := func(body string) string {
+		r := ts.post("/v1/completions", body)
+		var v struct {
+			Choices []struct{ Text string } `json:"choices"`
+		}
+		if r.status != 200 || json.Unmarshal(r.body, &v) != nil || len(v.Choices) != 1 {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+		return v.Choices[0].Text
+	}
+	greedy := text(`{"prompt":"hello","max_tokens":16,"temperature":0}`)
+	if got := text(`{"prompt":"hello","max_tokens":16,"temperature":1.5,"seed":7,"min_p":1}`); got != greedy {
+		t.Errorf("min_p 1 at temperature 1.5: %q, want the greedy %q", got, greedy)
+	}
+	if got := text(`{"prompt":"hello","max_tokens":16,"temperature":1.5,"seed":7}`); got == greedy {
+		t.Errorf("temperature 1.5 without min_p gave the greedy text %q: the min_p check proves nothing", got)
+	}
+	if r := ts.post("/v1/completions", `{"prompt":"x","min_p":1.5}`); r.status != 400 || !strings.Contains(string(r.body), "'min_p'") {
+		t.Errorf("min_p 1.5: %d %s", r.status, r.body)
 	}
 }
