@@ -65,6 +65,7 @@ func wireStats(s *native.RequestStats, b *schema.RequestBody) {
 	b.CompletionTokens = s.CompletionTokens
 	b.DraftTokens = s.DraftTokens
 	b.AcceptedTokens = s.AcceptedTokens
+	b.CachedTokens = s.CachedTokens
 	b.ITLUS = b.ITLUS[:0]
 	for i := 1; i < len(s.EmitNS); i++ {
 		b.ITLUS = append(b.ITLUS, (s.EmitNS[i]-s.EmitNS[i-1])/1000)

@@ -187,10 +187,13 @@ type completion struct {
 }
 
 type usageJSON struct {
-	PromptTokens     int                `json:"prompt_tokens"`
-	CompletionTokens int                `json:"completion_tokens"`
-	TotalTokens      int                `json:"total_tokens"`
-	Extra            map[string]float64 `json:"extra"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	Details          struct {
+		CachedTokens *int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	Extra map[string]float64 `json:"extra"`
 }
 
 // text returns the choice's text (completions) or content (chat).

@@ -117,10 +117,13 @@ type chatResponse struct {
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage struct {
-		PromptTokens     int                `json:"prompt_tokens"`
-		CompletionTokens int                `json:"completion_tokens"`
-		TotalTokens      int                `json:"total_tokens"`
-		Extra            map[string]float64 `json:"extra"`
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+		Details          struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		Extra map[string]float64 `json:"extra"`
 	} `json:"usage"`
 }
 

@@ -69,6 +69,7 @@ func (m *respMeta) run(b *outBuf, from, to int) lpRun {
 //	decode_tokens_per_s      decode tokens / decode_s (MLC-LLM)
 //	inter_token_latency_s    e2e_s / completion tokens (MLC-LLM's definition, not the ITL histogram)
 //	prompt/prefill/decode_tokens, draft_tokens, accepted_tokens, accept_rate (accepted / draft)
+//	cached_tokens            prompt tokens whose K/V the prefix cache held (as prompt_tokens_details)
 //	mask_s                   time the engine spent computing the grammar's token masks (0 unconstrained)
 //	masked_tokens            tokens sampled under a mask
 //	constraint_compile_s     compiling the request's grammar (0: unconstrained, or found in the cache)
@@ -82,6 +83,9 @@ func appendUsage(dst []byte, b *schema.RequestBody, extra bool) []byte {
 	dst = strconv.AppendInt(dst, int64(b.CompletionTokens), 10)
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.PromptTokens+b.CompletionTokens), 10)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.CachedTokens), 10)
+	dst = append(dst, '}')
 	if extra {
 		dst = appendUsageExtra(dst, b)
 	}
@@ -147,6 +151,8 @@ func appendUsageExtra(dst []byte, b *schema.RequestBody) []byte {
 	dst = strconv.AppendInt(dst, int64(b.DraftTokens), 10)
 	dst = append(dst, `,"accepted_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.AcceptedTokens), 10)
+	dst = append(dst, `,"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.CachedTokens), 10)
 	dst = append(dst, `,"accept_rate":`...)
 	dst = appendFloat(dst, acceptRate)
 	dst = append(dst, `,"mask_s":`...)

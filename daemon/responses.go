@@ -393,7 +393,9 @@ func appendOutputText(dst, text []byte) []byte {
 func appendResponsesUsage(dst []byte, b *schema.RequestBody) []byte {
 	dst = append(dst, `{"input_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.PromptTokens), 10)
-	dst = append(dst, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(b.CachedTokens), 10)
+	dst = append(dst, `},"output_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.CompletionTokens), 10)
 	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(b.PromptTokens+b.CompletionTokens), 10)

@@ -34,6 +34,10 @@ func checkUsage(t *testing.T, u *usageJSON, ev schema.Event) {
 		"decode_tokens":   float64(r.DecodeTokens),
 		"draft_tokens":    float64(r.DraftTokens),
 		"accepted_tokens": float64(r.AcceptedTokens),
+		"cached_tokens":   float64(r.CachedTokens),
+	}
+	if u.Details.CachedTokens == nil || *u.Details.CachedTokens != r.CachedTokens {
+		t.Errorf("usage.prompt_tokens_details.cached_tokens %v, event cached_tokens %d", u.Details.CachedTokens, r.CachedTokens)
 	}
 	if r.FirstTokenUS >= 0 && r.AdmittedUS >= 0 {
 		want["prefill_s"] = sec(r.FirstTokenUS - r.AdmittedUS)

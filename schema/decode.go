@@ -197,6 +197,9 @@ func (b *RequestBody) validate() error {
 			return invalid("%s: %d not in 0..%d", t.name, t.v, MaxTokens)
 		}
 	}
+	if b.CachedTokens < 0 || b.CachedTokens > b.PromptTokens {
+		return invalid("cached_tokens: %d not in 0..prompt_tokens (%d)", b.CachedTokens, b.PromptTokens)
+	}
 	if b.AcceptedTokens > b.DraftTokens {
 		return invalid("accepted_tokens: %d more than draft_tokens %d", b.AcceptedTokens, b.DraftTokens)
 	}

@@ -66,6 +66,7 @@ var requestKeys = [...]string{
 	rkMaxTokens: `"max_tokens":`, rkTemperature: `"temperature":`, rkTopP: `"top_p":`,
 	rkConstraint: `"constraint":`, rkGrammar: `"grammar":`, rkCompileUS: `"compile_us":`, rkMaskUS: `"mask_us":`,
 	rkMaskedTokens: `"masked_tokens":`, rkToolCalls: `"tool_calls":`, rkToolFormat: `"tool_format":`,
+	rkCachedTokens: `"cached_tokens":`,
 }
 
 const (
@@ -106,6 +107,7 @@ const (
 	rkMaskedTokens
 	rkToolCalls
 	rkToolFormat
+	rkCachedTokens
 )
 
 // fast decodes line into ev if it is a request event the fast path reads,
@@ -219,6 +221,8 @@ func (d *Decoder) fast(line []byte, ev *Event) bool {
 			ev.ToolCalls, i = scanInt(b, i)
 		case rkToolFormat:
 			ev.ToolFormat, i = scanClosed(b, i, ToolFormats)
+		case rkCachedTokens:
+			ev.CachedTokens, i = scanInt(b, i)
 		}
 		if i < 0 || i >= len(b) {
 			return false

@@ -102,6 +102,11 @@ type RequestBody struct {
 	MaskedTokens int    `json:"masked_tokens,omitempty"` // tokens sampled under a mask
 	ToolCalls    int    `json:"tool_calls,omitempty"`    // tool calls parsed from the answer
 	ToolFormat   string `json:"tool_format,omitempty"`   // one of ToolFormats, with tool_calls
+
+	// CachedTokens are the prompt tokens whose K/V came from the engine's
+	// prefix cache at the request's first admission (issue 27); omitted
+	// when none, so older events decode as before.
+	CachedTokens int `json:"cached_tokens,omitempty"`
 }
 
 // Request is the event a daemon sends once per finished request.

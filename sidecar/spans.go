@@ -48,6 +48,9 @@ const (
 	attrTopP          = "gen_ai.request.top_p"
 	attrInputTokens   = "gen_ai.usage.input_tokens"
 	attrOutputTokens  = "gen_ai.usage.output_tokens"
+	// The prompt tokens the prefix cache served (OTel GenAI's name for
+	// cache reads; set only on a request that had some).
+	attrCacheRead     = "gen_ai.usage.cache_read.input_tokens"
 	attrFinishReasons = "gen_ai.response.finish_reasons"
 	attrResponseID    = "gen_ai.response.id"
 	attrErrorType     = "error.type"
@@ -152,6 +155,9 @@ func (s *Spans) Request(model string, r *schema.RequestBody, ts int64) {
 		attribute.StringSlice(attrFinishReasons, []string{r.FinishReason}),
 		attribute.Bool(attrStream, r.Stream),
 	)
+	if r.CachedTokens > 0 {
+		srv.attrs = append(srv.attrs, attribute.Int(attrCacheRead, r.CachedTokens))
+	}
 	if r.MaxTokens > 0 {
 		srv.attrs = append(srv.attrs, attribute.Int(attrMaxTokens, r.MaxTokens),
 			attribute.Float64(attrTemperature, r.Temperature), attribute.Float64(attrTopP, r.TopP))
