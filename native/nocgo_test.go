@@ -39,6 +39,7 @@ func TestNoCgo(t *testing.T) {
 		"ParseModel":       second(ParseModel([]byte("GGUF"))),
 		"LoadModelInfo":    second(LoadModelInfo("model.gguf")),
 		"ReadModelWeights": second(ReadModelWeights("model.gguf")),
+		"CompileGrammar":   second(CompileGrammar(`root ::= "a"`)),
 	} {
 		if !errors.Is(err, ErrNoCgo) {
 			t.Errorf("%s: %v, want ErrNoCgo", name, err)
