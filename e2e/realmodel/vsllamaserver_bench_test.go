@@ -99,7 +99,10 @@ func BenchmarkVsLlamaServer(b *testing.B) {
 	host, port, _ := strings.Cut(laddr, ":")
 	llama := startServer(b, "llama-server", laddr, "/health", bin, "-m", model, "--host", host, "--port", port,
 		"-np", "8", "-c", strconv.Itoa(8*1024), "-t", threads, "-tb", threads, "--metrics", "--no-webui", "-fa", "off")
-	c := &http.Client{Timeout: 5 * time.Minute}
+	// A fresh connection per request, for both servers alike: llama-server
+	// closes idle keep-alive connections, and a POST on one it has just
+	// closed fails with EOF (net/http does not retry a POST).
+	c := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
 	servers := []struct {
 		name string
 		addr string
