@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/picometer/picometer/alerts"
+	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/schema"
 )
 
@@ -19,6 +21,22 @@ import (
 // of them by name (400): they then count as rejected constrained requests
 // and the compile, mask and tool-call series stay empty, which the live
 // test reports instead of failing.
+
+// liveModel writes the live tests' model to dir/tiny.gguf (served as
+// "tiny"): the tiny model (modelgen.Tiny, the weights of make models'
+// tiny.gguf) with a 2048-token context. Its own 256 cannot hold a tools
+// request: picometer's tool format puts the tool definitions in a system
+// turn of about 250 byte tokens before the conversation and the call.
+func liveModel(t *testing.T, dir string) string {
+	t.Helper()
+	p := modelgen.Tiny
+	p.Context = 2048
+	path := filepath.Join(dir, "tiny.gguf")
+	if err := modelgen.Write(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // constraintsEnforced asks the daemon at addr whether it enforces
 // constraints: one JSON-mode chat answered 200 says yes; a 400 naming

@@ -236,12 +236,12 @@ func TestLivePrometheusParsesEveryQuery(t *testing.T) {
 func TestLiveStack(t *testing.T) {
 	sidecarBin := testenv.Binary(t, "picometer-sidecar")
 	daemonBin := testenv.Binary(t, "picometerd")
-	model := testenv.File(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
 	testenv.Prometheus(t)
 	rules := rulesPath(t)
 	began := time.Now()
 
 	dir := t.TempDir()
+	model := liveModel(t, dir) // the tiny model with room for tools (constrained_traffic_test.go)
 	sock := filepath.Join(dir, "picometer.sock")
 	sidecarAddr, daemonAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	httpc := &http.Client{Timeout: 10 * time.Second}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,8 +32,8 @@ func TestLiveOTLPOnly(t *testing.T) {
 	const liveStale = 8 * time.Second
 	sidecarBin := testenv.Binary(t, "picometer-sidecar")
 	daemonBin := testenv.Binary(t, "picometerd")
-	model := testenv.File(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
 	dir := t.TempDir()
+	model := liveModel(t, dir) // the tiny model with room for tools (constrained_traffic_test.go)
 	sock := filepath.Join(dir, "picometer.sock")
 	sidecarAddr, daemonAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	httpc := &http.Client{Timeout: 10 * time.Second}
