@@ -163,7 +163,7 @@ skipped=$(awk '/^Benchmark/ { why = "" }
 	/^--- SKIP: / { line = $3 ": " why; if (!seen[line]++) print "  " line }' "$out")
 if [[ -n $skipped ]]; then
 	echo
-	echo "== skipped (a missing model, program or npm package; make deps installs them):"
+	echo "== skipped (a missing model, program or npm package, which make deps installs; or an engine feature not built yet):"
 	echo "$skipped"
 fi
 
