@@ -14,19 +14,23 @@ import (
 // TestStructuredClientsScripted runs TestStructuredClients' client calls
 // (testdata/structured.mjs: the openai SDK's json_schema chat and streamed
 // tool calls, the AI SDK's generateObject and generateText with required
-// tools, on the Responses API and on chat) against the fake engine, which
-// writes a valid answer whatever the grammar: a person object, or a call
-// of get_weather in picometer's format when the prompt holds tools. So the
-// daemon's side of structured outputs (response_format and text.format
-// accepted, tool calls parsed into tool_calls whole and streamed, and into
-// Responses function_call items, finish reasons) is held to what the real
-// SDKs read, independently of the engine's grammar enforcement, which
-// TestStructuredClients adds on the real engine.
+// tools, on the Responses API and on chat; testdata/structured_langchain.mjs:
+// LangChain's withStructuredOutput as json_schema and as function calling,
+// and bindTools, on both APIs) against the fake engine, which writes a
+// valid answer whatever the grammar: a person object, or in picometer's
+// tool format a call of the tool the prompt offers (person or
+// get_weather). So the daemon's side of structured outputs
+// (response_format and text.format accepted, tool calls parsed into
+// tool_calls whole and streamed, and into Responses function_call items,
+// finish reasons) is held to what the real SDKs read, independently of
+// the engine's grammar enforcement, which TestStructuredClients adds on
+// the real engine.
 func TestStructuredClientsScripted(t *testing.T) {
 	node := testenv.Node(t)
-	for _, p := range []string{"openai", "ai", "@ai-sdk/openai", "zod"} {
+	for _, p := range []string{"openai", "ai", "@ai-sdk/openai", "zod", "@langchain/openai"} {
 		testenv.NPMPackage(t, p)
 	}
+	const person = `{"name": "Ada", "age": 36, "tags": ["red", "blue"], "member": true}`
 	eng := newFakeEngine(4096)
 	eng.gen = func(prompt []int32) []int32 {
 		var sb strings.Builder
@@ -35,8 +39,12 @@ func TestStructuredClientsScripted(t *testing.T) {
 				sb.WriteByte(byte(tok))
 			}
 		}
-		answer := `{"name": "Ada", "age": 36, "tags": ["red", "blue"], "member": true}`
-		if strings.Contains(sb.String(), "# Tools") {
+		p, answer := sb.String(), person
+		switch {
+		case !strings.Contains(p, "# Tools"):
+		case strings.Contains(p, `"person"`):
+			answer = `<tool_call>{"name": "person", "arguments": ` + person + `}</tool_call>`
+		default:
 			answer = `<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}</tool_call>`
 		}
 		return scripted(answer)(prompt)
@@ -45,21 +53,30 @@ func TestStructuredClientsScripted(t *testing.T) {
 	if ts.d.grammarErr != "" {
 		t.Fatalf("the fake engine takes token bytes, yet constraints are refused: %s", ts.d.grammarErr)
 	}
-	cmd := exec.Command(node, "testdata/structured.mjs", ts.url+"/v1", ts.d.model, "1200")
+	runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
+	runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+}
+
+// runStructuredScript runs one of the structured client scripts against
+// ts and fails the test on each call that did not validate; want is the
+// number of calls the script makes.
+func runStructuredScript(t *testing.T, node, script string, ts *testServer, want int) {
+	t.Helper()
+	cmd := exec.Command(node, script, ts.url+"/v1", ts.d.model, "1200")
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(testenv.NPMDir(), "node_modules"))
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("structured.mjs: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
 	var res []struct {
 		Name, Detail, Error, Finish string
 		OK                          bool
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("%v: %s", err, out)
+		t.Fatalf("%s: %v: %s", script, err, out)
 	}
-	if len(res) != 6 {
-		t.Fatalf("%d results: %s", len(res), out)
+	if len(res) != want {
+		t.Fatalf("%s: %d results, want %d: %s", script, len(res), want, out)
 	}
 	for _, r := range res {
 		if !r.OK {
