@@ -19,7 +19,9 @@ import (
 // validates against its schema: the openai SDK's json_schema chat, the
 // Vercel AI SDK's generateObject on the default provider (the Responses
 // API) and on .chat(), generateText with tools and toolChoice "required"
-// on both, and the openai SDK's streamed tool calls reassembled. It runs
+// on both, streamText with required tools on the Responses API, and the
+// openai SDK's streamed tool calls reassembled, on chat and as Responses
+// function_call events. It runs
 // on the default byte model (picometer's own tool-call format) and on the
 // tiny model with the Llama 3 vocabulary and Qwen2.5's chat template
 // (Hermes/Qwen <tool_call> format, read from the template). zod validates.
@@ -35,7 +37,7 @@ func TestStructuredClients(t *testing.T) {
 		if ts.d.grammarErr != "" {
 			t.Skipf("the engine enforces no constraint yet (%s): every constraint is refused by name meanwhile (TestConstraintRefusedByEngine)", ts.d.grammarErr)
 		}
-		runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
 		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
 	}
 	t.Run("bytes", func(t *testing.T) { run(t, startStructured(t, "", "")) })

@@ -57,7 +57,7 @@ func TestStructuredClientsScripted(t *testing.T) {
 		if ts.d.grammarErr != "" {
 			t.Fatalf("the fake engine takes token bytes, yet constraints are refused: %s", ts.d.grammarErr)
 		}
-		runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
 		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
 	})
 	// The Llama 3 vocabulary with Qwen2.5's template: calls in the Hermes
@@ -111,7 +111,7 @@ func TestStructuredClientsScripted(t *testing.T) {
 		if ts.d.grammarErr != "" {
 			t.Fatalf("constraints refused: %s", ts.d.grammarErr)
 		}
-		runStructuredScript(t, node, "testdata/structured.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
 		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
 	})
 }
