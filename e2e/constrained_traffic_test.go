@@ -82,12 +82,12 @@ func constrainedTraffic(model string, enforced bool) []request {
 	}
 	const schemaJSON = `{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
 	for i := 0; i < 3; i++ {
-		add(fmt.Sprintf("json_schema chat %d", i), fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"weather plan"}],"max_tokens":96,"temperature":0.8,"seed":%d,`+
+		add(fmt.Sprintf("json_schema chat %d", i), fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"weather plan"}],"max_tokens":192,"temperature":0.8,"seed":%d,`+
 			`"response_format":{"type":"json_schema","json_schema":{"name":"plan","strict":true,"schema":%s}}}`, model, i+1, schemaJSON), false)
 	}
 	tools := `[{"type":"function","function":{"name":"get_weather","description":"weather of a city","parameters":` + schemaJSON + `}}]`
 	for i := 0; i < 3; i++ {
-		add(fmt.Sprintf("tools chat %d", i), fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"weather in Paris?"}],"max_tokens":128,"temperature":0.8,"seed":%d,`+
+		add(fmt.Sprintf("tools chat %d", i), fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"weather in Paris?"}],"max_tokens":256,"temperature":0.8,"seed":%d,`+
 			`"tools":%s,"tool_choice":"required","stream":%t}`, model, i+1, tools, i%2 == 1), i%2 == 1)
 	}
 	return rs
