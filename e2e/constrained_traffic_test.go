@@ -80,13 +80,18 @@ func constrainedTraffic(model string, enforced bool) []request {
 		rs = append(rs, request{name: name, kind: strings.TrimRight(name, " 0123456789"), method: http.MethodPost,
 			path: "/v1/chat/completions", body: body, stream: stream, wantStatus: status, event: true})
 	}
-	const schemaJSON = `{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
+	// Each request's schema differs (maxLength), so each compiles its own
+	// grammar: a cached one observes no compile time, and the compile panel
+	// needs observations in the waves after the warm-up, not only in it.
+	schemaJSON := func(i int) string {
+		return fmt.Sprintf(`{"type":"object","properties":{"city":{"type":"string","maxLength":%d},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`, 10+i)
+	}
 	for i := 0; i < 3; i++ {
 		add(fmt.Sprintf("json_schema chat %d", i), fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"weather plan"}],"max_tokens":192,"temperature":0.8,"seed":%d,`+
-			`"response_format":{"type":"json_schema","json_schema":{"name":"plan","strict":true,"schema":%s}}}`, model, i+1, schemaJSON), false)
+			`"response_format":{"type":"json_schema","json_schema":{"name":"plan","strict":true,"schema":%s}}}`, model, i+1, schemaJSON(i)), false)
 	}
-	tools := `[{"type":"function","function":{"name":"get_weather","description":"weather of a city","parameters":` + schemaJSON + `}}]`
 	for i := 0; i < 3; i++ {
+		tools := `[{"type":"function","function":{"name":"get_weather","description":"weather of a city","parameters":` + schemaJSON(3+i) + `}}]`
 		add(fmt.Sprintf("tools chat %d", i), fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"weather in Paris?"}],"max_tokens":256,"temperature":0.8,"seed":%d,`+
 			`"tools":%s,"tool_choice":"required","stream":%t}`, model, i+1, tools, i%2 == 1), i%2 == 1)
 	}
