@@ -10,6 +10,10 @@
 #include "grammar_mask.h"
 #include "grammar_match.h"
 
+#define MEMO_WORDS (1 << 21)
+#define MEMO_STATES (1 << 16)
+#define MEMO_TRANS (1 << 19)
+
 struct pm_gmask {
 	int32_t vocab;
 	uint8_t *bytes;   /* every token's bytes */
@@ -22,11 +26,29 @@ struct pm_gmask {
 	int32_t *tmp;     /* [2][GM_STATE_CAP] */
 	int32_t *scratch; /* [GM_SCRATCH_WORDS] */
 	int32_t words;    /* 32-bit words of one mask */
-	uint32_t *bits;   /* [GMASK_CACHE+1][words]: cached masks, then an uncached one */
-	uint64_t key_uid[GMASK_CACHE], key_hash[GMASK_CACHE];
-	int32_t key_len[GMASK_CACHE];
-	int32_t *keys;    /* [GMASK_CACHE][GMASK_KEY_CAP] the states the masks are for */
-	int32_t n_used, clock;
+	int32_t n_cache;  /* entries of the mask cache */
+	uint32_t *bits;   /* [n_cache+1][words]: cached masks, then an uncached one */
+	uint64_t *key_uid, *key_hash; /* [n_cache] */
+	int32_t *key_len;  /* [n_cache] words of the key; 0 = empty entry */
+	int32_t *keys;     /* [n_cache][GMASK_KEY_CAP] the states the masks are for */
+	int32_t *next;     /* [n_cache] next entry of the same bucket, -1 */
+	int32_t *bucket;   /* [bmask+1] first entry of each bucket, -1 */
+	uint32_t bmask;
+	int32_t clock;     /* the entry replaced next (oldest first) */
+	/* transition memo (memo_*): states interned by id, and (id, byte) ->
+	 * id, kept across masks of one grammar: inside a string every letter
+	 * leads to the same state, so a walk matches each distinct step once */
+	uint64_t memo_uid;   /* the grammar the memo is for (0: empty) */
+	int32_t *ist;        /* [MEMO_WORDS] interned states' words */
+	int32_t ist_used;
+	int32_t *ist_off;    /* [MEMO_STATES] where each state starts in ist */
+	uint64_t *ist_hash;  /* [MEMO_STATES] */
+	int32_t n_ist;
+	int32_t *ist_tab;    /* [MEMO_STATES*2] state hash table: id + 1, 0 empty */
+	uint32_t *tr_key;    /* [MEMO_TRANS] (id << 8 | byte) + 1, 0 empty */
+	int32_t *tr_to;      /* [MEMO_TRANS] the state after it; -1 refused */
+	int32_t n_tr;
+	int32_t *lvl;        /* [GMASK_MAX_TOKEN+1] state id after d bytes */
 };
 
 static int32_t tok_len(const pm_gmask *m, int32_t t)
@@ -78,6 +100,18 @@ void gmask_free(pm_engine *e)
 	free(m->scratch);
 	free(m->bits);
 	free(m->keys);
+	free(m->key_uid);
+	free(m->key_hash);
+	free(m->key_len);
+	free(m->next);
+	free(m->bucket);
+	free(m->ist);
+	free(m->ist_off);
+	free(m->ist_hash);
+	free(m->ist_tab);
+	free(m->tr_key);
+	free(m->tr_to);
+	free(m->lvl);
 	free(m);
 	e->gm = NULL;
 }
@@ -107,14 +141,35 @@ int gmask_build(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_
 	m->states = malloc(sizeof *m->states * (size_t)e->n_reqs * GM_STATE_CAP);
 	m->tmp = malloc(sizeof *m->tmp * 2 * GM_STATE_CAP);
 	m->scratch = malloc(sizeof *m->scratch * GM_SCRATCH_WORDS);
-	m->bits = malloc(sizeof *m->bits * (GMASK_CACHE + 1) * (size_t)m->words);
-	m->keys = malloc(sizeof *m->keys * GMASK_CACHE * GMASK_KEY_CAP);
+	size_t per = sizeof(uint32_t) * ((size_t)m->words + GMASK_KEY_CAP);
+	size_t nc = GMASK_CACHE_BYTES / per;
+	m->n_cache = nc < GMASK_CACHE_MIN ? GMASK_CACHE_MIN : nc > GMASK_CACHE_MAX ? GMASK_CACHE_MAX : (int32_t)nc;
+	m->bmask = 1;
+	while (m->bmask < 2u * (uint32_t)m->n_cache)
+		m->bmask <<= 1;
+	m->bmask--;
+	m->bits = malloc(sizeof *m->bits * ((size_t)m->n_cache + 1) * (size_t)m->words);
+	m->keys = malloc(sizeof *m->keys * (size_t)m->n_cache * GMASK_KEY_CAP);
+	m->key_uid = calloc((size_t)m->n_cache, sizeof *m->key_uid);
+	m->key_hash = calloc((size_t)m->n_cache, sizeof *m->key_hash);
+	m->key_len = calloc((size_t)m->n_cache, sizeof *m->key_len);
+	m->next = malloc(sizeof *m->next * (size_t)m->n_cache);
+	m->bucket = malloc(sizeof *m->bucket * ((size_t)m->bmask + 1));
 	if (!m->bytes || !m->offs || !m->sorted || !m->lcp || !t || !m->levels || !m->states ||
-	    !m->tmp || !m->scratch || !m->bits || !m->keys) {
+	    !m->tmp || !m->scratch || !m->bits || !m->keys || !m->key_uid || !m->key_hash ||
+	    !m->key_len || !m->next || !m->bucket || !(m->ist = malloc(sizeof *m->ist * MEMO_WORDS)) ||
+	    !(m->ist_off = malloc(sizeof *m->ist_off * MEMO_STATES)) ||
+	    !(m->ist_hash = malloc(sizeof *m->ist_hash * MEMO_STATES)) ||
+	    !(m->ist_tab = calloc(2 * MEMO_STATES, sizeof *m->ist_tab)) ||
+	    !(m->tr_key = calloc(MEMO_TRANS, sizeof *m->tr_key)) ||
+	    !(m->tr_to = malloc(sizeof *m->tr_to * MEMO_TRANS)) ||
+	    !(m->lvl = malloc(sizeof *m->lvl * (GMASK_MAX_TOKEN + 1)))) {
 		free(t);
 		gmask_free(e);
 		return seterr(e, PM_ERR_NOMEM, "token bytes: out of memory");
 	}
+	for (uint32_t i = 0; i <= m->bmask; i++)
+		m->bucket[i] = -1;
 	memcpy(m->bytes, bytes, total);
 	memcpy(m->offs, offs, sizeof *offs * ((size_t)n + 1));
 	for (int32_t i = 0; i < n; i++) {
@@ -185,6 +240,8 @@ static void compute(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_
 	}
 }
 
+/* mask_of returns the mask of r's state: cached, or computed (and cached
+ * when its state is short enough to key). */
 static uint64_t hash_state(uint64_t uid, const int32_t *st)
 {
 	uint64_t h = 0xcbf29ce484222325ULL ^ uid;
@@ -195,14 +252,117 @@ static uint64_t hash_state(uint64_t uid, const int32_t *st)
 	return h;
 }
 
-/* mask_of returns the mask of r's state: cached, or computed (and cached
- * when its state is short enough to key). */
+static void memo_reset(pm_gmask *m, uint64_t uid)
+{
+	memset(m->ist_tab, 0, sizeof *m->ist_tab * 2 * MEMO_STATES);
+	memset(m->tr_key, 0, sizeof *m->tr_key * MEMO_TRANS);
+	m->ist_used = m->n_ist = m->n_tr = 0;
+	m->memo_uid = uid;
+}
+
+/* intern returns the id of state st (adding it), or -1 when the memo is full. */
+static int32_t intern(pm_gmask *m, const int32_t *st)
+{
+	uint64_t h = hash_state(0, st);
+	uint32_t tm = 2 * MEMO_STATES - 1;
+	for (uint32_t i = (uint32_t)h & tm;; i = (i + 1) & tm) {
+		int32_t id = m->ist_tab[i] - 1;
+		if (id < 0) {
+			if (m->n_ist == MEMO_STATES || m->ist_used + st[1] > MEMO_WORDS)
+				return -1;
+			id = m->n_ist++;
+			m->ist_off[id] = m->ist_used;
+			m->ist_hash[id] = h;
+			memcpy(m->ist + m->ist_used, st, sizeof *st * (size_t)st[1]);
+			m->ist_used += st[1];
+			m->ist_tab[i] = id + 1;
+			return id;
+		}
+		const int32_t *o = m->ist + m->ist_off[id];
+		if (m->ist_hash[id] == h && o[1] == st[1] && memcmp(o, st, sizeof *st * (size_t)st[1]) == 0)
+			return id;
+	}
+}
+
+/* step returns the state after byte b from state id: its id, -1 when b is
+ * refused (or the matcher overflowed), -2 when the memo is full. */
+static int32_t step(pm_gmask *m, const pm_grammar *g, gm_scratch *sc, int32_t id, uint8_t b)
+{
+	uint32_t key = ((uint32_t)id << 8 | b) + 1;
+	uint32_t h = key * 0x9e3779b1u;
+	for (uint32_t i = h >> (32 - 19);; i = (i + 1) & (MEMO_TRANS - 1)) {
+		if (m->tr_key[i] == key)
+			return m->tr_to[i];
+		if (m->tr_key[i] == 0) {
+			if (m->n_tr >= MEMO_TRANS / 2)
+				return -2;
+			int rc = gm_advance(g, sc, m->ist + m->ist_off[id], b, m->tmp);
+			int32_t to = -1;
+			if (rc > 0 && (to = intern(m, m->tmp)) < 0)
+				return -2;
+			m->tr_key[i] = key;
+			m->tr_to[i] = to;
+			m->n_tr++;
+			return to;
+		}
+	}
+}
+
+/* compute_memo is compute through the memo: 0, or -1 when the memo filled
+ * up (bits is then incomplete; the caller resets the memo and computes
+ * without it). */
+static int compute_memo(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *bits)
+{
+	if (m->memo_uid != g->uid)
+		memo_reset(m, g->uid);
+	memset(bits, 0, sizeof *bits * (size_t)m->words);
+	gm_scratch sc = {m->scratch};
+	if ((m->lvl[0] = intern(m, st)) < 0)
+		return -1;
+	int32_t dead = INT_MAX;
+	for (int32_t i = 0; i < m->n_sorted; i++) {
+		int32_t tok = m->sorted[i], l = m->lcp[i];
+		if (l >= dead)
+			continue;
+		dead = INT_MAX;
+		int32_t len = tok_len(m, tok);
+		const uint8_t *b = m->bytes + m->offs[tok];
+		int32_t d = l;
+		for (; d < len; d++) {
+			int32_t to = step(m, g, &sc, m->lvl[d], b[d]);
+			if (to == -2)
+				return -1;
+			if (to < 0) {
+				dead = d + 1;
+				break;
+			}
+			m->lvl[d + 1] = to;
+		}
+		if (d == len)
+			bits[tok >> 5] |= 1u << (tok & 31);
+	}
+	return 0;
+}
+
+/* mask_fill computes the mask of st into bits, through the memo when it
+ * has room. */
+static void mask_fill(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *bits)
+{
+	if (compute_memo(m, g, st, bits) == 0)
+		return;
+	memo_reset(m, g->uid);
+	if (compute_memo(m, g, st, bits) == 0)
+		return;
+	compute(m, g, st, bits);
+}
+
 static const uint32_t *mask_of(pm_engine *e, const req *r, const int32_t *st)
 {
 	pm_gmask *m = e->gm;
 	const pm_grammar *g = r->p.grammar;
 	uint64_t h = hash_state(g->uid, st);
-	for (int32_t i = 0; i < m->n_used; i++)
+	int32_t *head = &m->bucket[h & m->bmask];
+	for (int32_t i = *head; i >= 0; i = m->next[i])
 		if (m->key_hash[i] == h && m->key_uid[i] == g->uid && m->key_len[i] == st[1] &&
 		    memcmp(m->keys + (size_t)i * GMASK_KEY_CAP, st, sizeof *st * (size_t)st[1]) == 0) {
 			e->met.mask_cache_hits++;
@@ -210,17 +370,26 @@ static const uint32_t *mask_of(pm_engine *e, const req *r, const int32_t *st)
 		}
 	e->met.mask_cache_misses++;
 	if (st[1] > GMASK_KEY_CAP) {
-		uint32_t *bits = m->bits + (size_t)GMASK_CACHE * m->words;
-		compute(m, g, st, bits);
+		uint32_t *bits = m->bits + (size_t)m->n_cache * m->words;
+		mask_fill(m, g, st, bits);
 		return bits;
 	}
-	int32_t i = m->n_used < GMASK_CACHE ? m->n_used++ : m->clock++ % GMASK_CACHE;
+	int32_t i = m->clock;
+	m->clock = (m->clock + 1) % m->n_cache;
+	if (m->key_len[i]) { /* unlink the entry replaced */
+		int32_t *p = &m->bucket[m->key_hash[i] & m->bmask];
+		while (*p != i)
+			p = &m->next[*p];
+		*p = m->next[i];
+	}
 	uint32_t *bits = m->bits + (size_t)i * m->words;
-	compute(m, g, st, bits);
+	mask_fill(m, g, st, bits);
 	m->key_hash[i] = h;
 	m->key_uid[i] = g->uid;
 	m->key_len[i] = st[1];
 	memcpy(m->keys + (size_t)i * GMASK_KEY_CAP, st, sizeof *st * (size_t)st[1]);
+	m->next[i] = *head;
+	*head = i;
 	return bits;
 }
 
@@ -248,20 +417,36 @@ void gmask_apply(pm_engine *e, req *r, float *l)
 	float keep_eos = has_eos ? l[eos] : 0, keep_stop[PM_MAX_STOP];
 	for (int i = 0; i < r->p.n_stop; i++)
 		keep_stop[i] = l[r->p.stop[i]];
-	int any = 0;
+	/* allowed: set bits, less the end tokens among them (handled below) */
+	int64_t allowed = 0;
 	for (int32_t w = 0; w < m->words; w++) {
 		uint32_t b = bits[w];
+		int32_t base = w * 32;
 		if (b == 0xffffffffu) {
-			any = 1;
+			allowed += 32;
 			continue;
 		}
-		int32_t base = w * 32;
+		if (b == 0 && base + 32 <= V) {
+			for (int32_t i = 0; i < 32; i++)
+				l[base + i] = -INFINITY;
+			continue;
+		}
+		allowed += __builtin_popcount(b);
 		for (int32_t i = 0; i < 32 && base + i < V; i++)
 			if (!((b >> i) & 1))
 				l[base + i] = -INFINITY;
-			else if (!is_end_token(e, r, base + i))
-				any = 1;
 	}
+	if (has_eos)
+		allowed -= (bits[eos >> 5] >> (eos & 31)) & 1;
+	for (int i = 0; i < r->p.n_stop; i++) {
+		int32_t t = r->p.stop[i];
+		int dup = t == eos;
+		for (int j = 0; j < i; j++)
+			dup |= r->p.stop[j] == t;
+		if (!dup)
+			allowed -= (bits[t >> 5] >> (t & 31)) & 1;
+	}
+	int any = allowed > 0;
 	for (int i = 0; i < r->p.n_stop; i++)
 		l[r->p.stop[i]] = acc ? keep_stop[i] : -INFINITY;
 	if (has_eos)

@@ -19,7 +19,8 @@
  *    stack; a control token (no bytes) never is; EOS and the request's stop
  *    tokens are allowed exactly where the grammar may end. When nothing is
  *    allowed it allows EOS alone (the request ends, PM_GRAMMAR_DEAD).
- *    Masks are cached by (grammar, canonical state): JSON grammars revisit
+ *    Masks are cached by (grammar, canonical state), in a hash table of
+ *    GMASK_CACHE_BYTES (oldest entry replaced first): JSON grammars revisit
  *    the same states constantly, and a hit costs one pass over the logits.
  *  - gmask_accept advances the state by the emitted token.
  *  - gmask_trim_draft cuts a speculative draft before its first token the
@@ -34,8 +35,10 @@
 #include "engine_internal.h"
 
 #define GMASK_MAX_TOKEN 256 /* bytes of the longest token a grammar may allow */
-#define GMASK_CACHE 64      /* cached masks per engine */
-#define GMASK_KEY_CAP 1024  /* words of the longest state whose mask is cached */
+#define GMASK_CACHE_BYTES (32 << 20) /* the mask cache's budget: 2k masks of a 128k vocabulary */
+#define GMASK_CACHE_MIN 64           /* cached masks at least, at most GMASK_CACHE_MAX */
+#define GMASK_CACHE_MAX 4096
+#define GMASK_KEY_CAP 256            /* words of the longest state whose mask is cached */
 
 int gmask_build(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_t n);
 void gmask_free(pm_engine *e);
