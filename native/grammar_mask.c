@@ -13,6 +13,7 @@
 #define MEMO_WORDS (1 << 21)
 #define MEMO_STATES (1 << 16)
 #define MEMO_TRANS (1 << 19)
+#define MEMO_DENSE 4096 /* states whose transitions sit in a direct 256-entry row */
 
 struct pm_gmask {
 	int32_t vocab;
@@ -49,6 +50,9 @@ struct pm_gmask {
 	int32_t *tr_to;      /* [MEMO_TRANS] the state after it; -1 refused */
 	int32_t n_tr;
 	int32_t *lvl;        /* [GMASK_MAX_TOKEN+1] state id after d bytes */
+	int32_t *dense;      /* [MEMO_DENSE][256] the first states' transitions: to id + 1,
+			      * -1 refused, 0 not known yet (a row stays in cache while a
+			      * walk sweeps the tokens under one prefix) */
 };
 
 static int32_t tok_len(const pm_gmask *m, int32_t t)
@@ -112,6 +116,7 @@ void gmask_free(pm_engine *e)
 	free(m->tr_key);
 	free(m->tr_to);
 	free(m->lvl);
+	free(m->dense);
 	free(m);
 	e->gm = NULL;
 }
@@ -163,7 +168,8 @@ int gmask_build(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_
 	    !(m->ist_tab = calloc(2 * MEMO_STATES, sizeof *m->ist_tab)) ||
 	    !(m->tr_key = calloc(MEMO_TRANS, sizeof *m->tr_key)) ||
 	    !(m->tr_to = malloc(sizeof *m->tr_to * MEMO_TRANS)) ||
-	    !(m->lvl = malloc(sizeof *m->lvl * (GMASK_MAX_TOKEN + 1)))) {
+	    !(m->lvl = malloc(sizeof *m->lvl * (GMASK_MAX_TOKEN + 1))) ||
+	    !(m->dense = calloc((size_t)MEMO_DENSE * 256, sizeof *m->dense))) {
 		free(t);
 		gmask_free(e);
 		return seterr(e, PM_ERR_NOMEM, "token bytes: out of memory");
@@ -256,6 +262,8 @@ static void memo_reset(pm_gmask *m, uint64_t uid)
 {
 	memset(m->ist_tab, 0, sizeof *m->ist_tab * 2 * MEMO_STATES);
 	memset(m->tr_key, 0, sizeof *m->tr_key * MEMO_TRANS);
+	if (m->n_ist > 0)
+		memset(m->dense, 0, sizeof *m->dense * (size_t)(m->n_ist < MEMO_DENSE ? m->n_ist : MEMO_DENSE) * 256);
 	m->ist_used = m->n_ist = m->n_tr = 0;
 	m->memo_uid = uid;
 }
@@ -288,6 +296,17 @@ static int32_t intern(pm_gmask *m, const int32_t *st)
  * refused (or the matcher overflowed), -2 when the memo is full. */
 static int32_t step(pm_gmask *m, const pm_grammar *g, gm_scratch *sc, int32_t id, uint8_t b)
 {
+	if (id < MEMO_DENSE) {
+		int32_t *d = &m->dense[(size_t)id * 256 + b];
+		if (*d)
+			return *d > 0 ? *d - 1 : -1;
+		int rc = gm_advance(g, sc, m->ist + m->ist_off[id], b, m->tmp);
+		int32_t to = -1;
+		if (rc > 0 && (to = intern(m, m->tmp)) < 0)
+			return -2;
+		*d = to >= 0 ? to + 1 : -1;
+		return to;
+	}
 	uint32_t key = ((uint32_t)id << 8 | b) + 1;
 	uint32_t h = key * 0x9e3779b1u;
 	for (uint32_t i = h >> (32 - 19);; i = (i + 1) & (MEMO_TRANS - 1)) {
