@@ -21,6 +21,8 @@ struct pm_gmask {
 	uint32_t *offs;   /* [vocab+1] token i is bytes[offs[i]..offs[i+1]) */
 	int32_t *sorted;  /* [n_sorted] tokens with 1..GMASK_MAX_TOKEN bytes, by their bytes */
 	uint16_t *lcp;    /* [n_sorted] common prefix with the token before (0 for the first) */
+	int32_t end1[256]; /* sorted index after the tokens starting with byte b */
+	int32_t *end2;    /* [65536] after those of 2+ bytes starting with bytes b0 b1 */
 	int32_t n_sorted;
 	int32_t *levels;  /* [GMASK_MAX_TOKEN+1][GM_STATE_CAP] the walk's state after d bytes */
 	int32_t *states;  /* [n_reqs][GM_STATE_CAP] each request's matcher state */
@@ -98,6 +100,7 @@ void gmask_free(pm_engine *e)
 	free(m->offs);
 	free(m->sorted);
 	free(m->lcp);
+	free(m->end2);
 	free(m->levels);
 	free(m->states);
 	free(m->tmp);
@@ -169,6 +172,7 @@ int gmask_build(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_
 	    !(m->tr_key = calloc(MEMO_TRANS, sizeof *m->tr_key)) ||
 	    !(m->tr_to = malloc(sizeof *m->tr_to * MEMO_TRANS)) ||
 	    !(m->lvl = malloc(sizeof *m->lvl * (GMASK_MAX_TOKEN + 1))) ||
+	    !(m->end2 = calloc(65536, sizeof *m->end2)) ||
 	    !(m->dense = calloc((size_t)MEMO_DENSE * 256, sizeof *m->dense))) {
 		free(t);
 		gmask_free(e);
@@ -196,6 +200,12 @@ int gmask_build(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_
 		}
 		m->lcp[i] = (uint16_t)l;
 	}
+	for (int32_t i = 0; i < m->n_sorted; i++) {
+		const uint8_t *b = m->bytes + m->offs[m->sorted[i]];
+		m->end1[b[0]] = i + 1;
+		if (tok_len(m, m->sorted[i]) >= 2)
+			m->end2[b[0] << 8 | b[1]] = i + 1;
+	}
 	return PM_OK;
 }
 
@@ -214,6 +224,18 @@ int gmask_start(pm_engine *e, req *r)
 			      GM_MAX_STACKS, GM_MAX_DEPTH);
 	gm_canon(st, m->tmp);
 	return PM_OK;
+}
+
+/* skip returns the last sorted index holding the refused prefix b[0..dead)
+ * of the token at i when dead is 1 or 2 (the walk then resumes after it
+ * without visiting them), else i (the walk skips them one by one). */
+static int32_t skip(const pm_gmask *m, int32_t i, const uint8_t *b, int32_t dead)
+{
+	if (dead == 1)
+		return m->end1[b[0]] - 1;
+	if (dead == 2)
+		return m->end2[b[0] << 8 | b[1]] - 1;
+	return i;
 }
 
 /* compute writes the mask of st into bits: the sorted tokens walked in
@@ -243,6 +265,8 @@ static void compute(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_
 		}
 		if (d == len)
 			bits[tok >> 5] |= 1u << (tok & 31);
+		else
+			i = skip(m, i, b, dead);
 	}
 }
 
@@ -359,6 +383,8 @@ static int compute_memo(pm_gmask *m, const pm_grammar *g, const int32_t *st, uin
 		}
 		if (d == len)
 			bits[tok >> 5] |= 1u << (tok & 31);
+		else
+			i = skip(m, i, b, dead);
 	}
 	return 0;
 }
