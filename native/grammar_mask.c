@@ -477,9 +477,15 @@ void gmask_apply(pm_engine *e, req *r, float *l)
 			continue;
 		}
 		allowed += __builtin_popcount(b);
-		for (int32_t i = 0; i < 32 && base + i < V; i++)
-			if (!((b >> i) & 1))
-				l[base + i] = -INFINITY;
+		if (base + 32 <= V) {
+			float *x = l + base; /* branch-free, so it vectorizes */
+			for (int32_t i = 0; i < 32; i++)
+				x[i] = (b >> i) & 1 ? x[i] : -INFINITY;
+		} else {
+			for (int32_t i = 0; base + i < V; i++)
+				if (!((b >> i) & 1))
+					l[base + i] = -INFINITY;
+		}
 	}
 	if (has_eos)
 		allowed -= (bits[eos >> 5] >> (eos & 31)) & 1;
