@@ -26,7 +26,7 @@ import (
 // tiny model with the Llama 3 vocabulary and Qwen2.5's chat template
 // (Hermes/Qwen <tool_call> format, read from the template). zod validates.
 // LangChain's withStructuredOutput (json_schema and function calling) and
-// bindTools run too, on chat and on the Responses API
+// bindTools (chat) run too, on chat and on the Responses API
 // (testdata/structured_langchain.mjs).
 func TestStructuredClients(t *testing.T) {
 	node := testenv.Node(t)
@@ -38,7 +38,7 @@ func TestStructuredClients(t *testing.T) {
 			t.Skipf("the engine enforces no constraint yet (%s): every constraint is refused by name meanwhile (TestConstraintRefusedByEngine)", ts.d.grammarErr)
 		}
 		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
-		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 5)
 	}
 	t.Run("bytes", func(t *testing.T) { run(t, startStructured(t, "", "")) })
 	t.Run("llama3-vocab-qwen2.5-template", func(t *testing.T) {
