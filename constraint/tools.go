@@ -179,16 +179,23 @@ func ParseToolCalls(format ToolFormat, answer string) (text string, calls []Tool
 			if !ok {
 				return answer, nil, false
 			}
-			j := strings.Index(body, "</tool_call>")
-			if j < 0 {
+			// The call is one JSON value: read it as such, so a
+			// "</tool_call>" inside an argument string does not end it.
+			d := json.NewDecoder(strings.NewReader(body))
+			var raw json.RawMessage
+			if d.Decode(&raw) != nil {
 				return answer, nil, false
 			}
-			c, ok := parseCall(body[:j], "arguments")
+			c, ok := parseCall(string(raw), "arguments")
+			if !ok {
+				return answer, nil, false
+			}
+			after, ok := strings.CutPrefix(strings.TrimLeft(body[d.InputOffset():], " \t\r\n"), "</tool_call>")
 			if !ok {
 				return answer, nil, false
 			}
 			calls = append(calls, c)
-			rest = body[j+len("</tool_call>"):]
+			rest = after
 		}
 		return strings.TrimSpace(answer[:i]), calls, true
 	case FormatLlama3:
@@ -250,6 +257,57 @@ func ParseToolCalls(format ToolFormat, answer string) (text string, calls []Tool
 			return answer, nil, false
 		}
 		return "", calls, true
+	}
+	return answer, nil, false
+}
+
+// maxCuts bounds how many cut points ParseTruncatedToolCalls tries.
+const maxCuts = 2 * MaxParallelCalls
+
+// ParseTruncatedToolCalls is ParseToolCalls for an answer the token limit
+// cut: when the whole answer holds no well-formed calls, it keeps the
+// complete calls before the cut and drops the one the limit interrupted
+// (as vLLM's parsers keep the complete <tool_call> blocks). It tries the
+// ends of complete calls from the last one back, at most maxCuts of them,
+// so an answer of any length costs a bounded number of parses.
+func ParseTruncatedToolCalls(format ToolFormat, answer string) (text string, calls []ToolCall, ok bool) {
+	if text, calls, ok = ParseToolCalls(format, answer); ok {
+		return text, calls, ok
+	}
+	// Each cut is a prefix of the answer (plus a suffix closing it) that a
+	// complete answer of format could be.
+	type cutRule struct {
+		mark   string
+		keep   bool   // keep the mark in the prefix (it ends a call) or not (it starts the next)
+		suffix string // appended to the prefix
+	}
+	var r cutRule
+	switch format {
+	case FormatPicometer, FormatHermes:
+		r = cutRule{mark: "</tool_call>", keep: true}
+	case FormatLlama3:
+		r = cutRule{mark: ";"}
+	case FormatMistral:
+		r = cutRule{mark: "}", keep: true, suffix: "]"}
+	case FormatMistralArgs:
+		r = cutRule{mark: "[TOOL_CALLS]"}
+	default:
+		return answer, nil, false
+	}
+	end := len(answer)
+	for range maxCuts {
+		i := strings.LastIndex(answer[:end], r.mark)
+		if i < 0 {
+			break
+		}
+		cut := answer[:i]
+		if r.keep {
+			cut = answer[:i+len(r.mark)]
+		}
+		if t, cs, ok := ParseToolCalls(format, cut+r.suffix); ok && len(cs) > 0 {
+			return t, cs, true
+		}
+		end = i
 	}
 	return answer, nil, false
 }

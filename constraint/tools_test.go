@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -133,4 +134,31 @@ func FuzzParseToolCalls(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseTruncatedToolCalls: an answer the token limit cut keeps its
+// complete calls in every format and drops the interrupted one; an answer
+// without a complete call stays text; a whole answer parses as
+// ParseToolCalls does.
+func TestParseTruncatedToolCalls(t *testing.T) {
+	f := func(format ToolFormat, answer string, wantText string, wantArgs ...string) {
+		t.Helper()
+		text, calls, ok := ParseTruncatedToolCalls(format, answer)
+		var args []string
+		for _, c := range calls {
+			args = append(args, c.Name+c.Arguments)
+		}
+		if ok != (len(wantArgs) > 0) || text != wantText || strings.Join(args, "|") != strings.Join(wantArgs, "|") {
+			t.Errorf("%s %q: text %q calls %q ok %v; want text %q calls %q", format, answer, text, args, ok, wantText, wantArgs)
+		}
+	}
+	a, b := `{"name": "f", "arguments": {"x": 1}}`, `{"name": "g", "arguments": {"y": "</tool_call>; }]"}}`
+	f(FormatHermes, "hi <tool_call>\n"+a+"\n</tool_call>\n<tool_call>\n"+b+"\n</tool_call><tool_call>{\"name\": \"f\", \"argu", "hi", `f{"x": 1}`, `g{"y": "</tool_call>; }]"}`)
+	f(FormatPicometer, "<tool_call>"+a+"</tool_call>  <tool_call>{\"name\"", "", `f{"x": 1}`)
+	f(FormatPicometer, "<tool_call>"+a+"</tool_call>", "", `f{"x": 1}`)
+	f(FormatPicometer, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\"", "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\"")
+	f(FormatPicometer, "plain text", "plain text")
+	f(FormatLlama3, `<|python_tag|>{"name": "f", "parameters": {"x": 1}}; {"name": "g", "parameters": {"y": ";"}}; {"name": "f", "par`, "", `f{"x": 1}`, `g{"y": ";"}`)
+	f(FormatMistral, `[TOOL_CALLS][{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": {"y": 2}}, {"name": "f", "arguments": {"x"`, "", `f{"x": 1}`, `g{"y": 2}`)
+	f(FormatMistralArgs, `[TOOL_CALLS]f[ARGS]{"x": 1}[TOOL_CALLS]g[ARGS]{"y"`, "", `f{"x": 1}`)
 }

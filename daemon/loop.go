@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"github.com/picometer/picometer/constraint"
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
@@ -418,7 +417,7 @@ func (l *loop) finish(s *seq, finish, errType string, stats *native.RequestStats
 	}
 	body := requestBody(s, stats, finish, errType, l.clock())
 	if s.tools != nil && (finish == schema.FinishStop || finish == schema.FinishLength) {
-		if _, calls, ok := constraint.ParseToolCalls(s.tools.format, string(s.answer)); ok {
+		if _, calls, ok := parseToolCalls(s.tools.format, string(s.answer), finish); ok {
 			body.ToolCalls, body.ToolFormat = len(calls), string(s.tools.format)
 		}
 	}

@@ -220,7 +220,7 @@ func (m *respMeta) appendResponse(dst, text []byte, toks []int32, finish string,
 	if m.op == schema.OpChat {
 		var calls []parsedCall
 		if m.tools != nil {
-			text, calls = m.tools.parseCalls(text)
+			text, calls = m.tools.parseCalls(text, finish)
 			if len(calls) > 0 && finish == schema.FinishStop {
 				finish = finishToolCalls
 			}

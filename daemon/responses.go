@@ -276,7 +276,7 @@ func responseStatus(finish string) string {
 func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *schema.RequestBody) []byte {
 	var calls []parsedCall
 	if b != nil && m.tools != nil {
-		text, calls = m.tools.parseCalls(text)
+		text, calls = m.tools.parseCalls(text, finish)
 	}
 	return m.appendResponseCalls(dst, text, calls, finish, b)
 }

@@ -214,7 +214,7 @@ func (d *Daemon) streamResponse(w *bufio.Writer, conn net.Conn, s *seq, m *respM
 			} else {
 				text, calls := all, []parsedCall(nil)
 				if hold {
-					text, calls = m.tools.parseCalls(all)
+					text, calls = m.tools.parseCalls(all, res.finish)
 				}
 				status, index := responseStatus(res.finish), 0
 				if len(text) > 0 || len(calls) == 0 {

@@ -107,7 +107,7 @@ func (d *Daemon) stream(w *bufio.Writer, conn net.Conn, s *seq, m *respMeta) {
 				finish := res.finish
 				buf = buf[:0]
 				if m.tools != nil {
-					text, calls := m.tools.parseCalls(held)
+					text, calls := m.tools.parseCalls(held, finish)
 					if len(text) > 0 {
 						buf = m.appendChunk(buf, text, nil, "", completion)
 					}

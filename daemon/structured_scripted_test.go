@@ -58,7 +58,7 @@ func TestStructuredClientsScripted(t *testing.T) {
 			t.Fatalf("the fake engine takes token bytes, yet constraints are refused: %s", ts.d.grammarErr)
 		}
 		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
-		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 5)
 	})
 	// The Llama 3 vocabulary with Qwen2.5's template: calls in the Hermes
 	// format, read from the template, as the model's tokens.
@@ -112,7 +112,7 @@ func TestStructuredClientsScripted(t *testing.T) {
 			t.Fatalf("constraints refused: %s", ts.d.grammarErr)
 		}
 		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
-		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
+		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 5)
 	})
 }
 

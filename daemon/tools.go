@@ -205,8 +205,11 @@ type parsedCall struct {
 }
 
 // parseCalls reads the calls out of an answer (nil: the answer is text).
-func (t *toolsMeta) parseCalls(answer []byte) (text []byte, calls []parsedCall) {
-	txt, cs, ok := constraint.ParseToolCalls(t.format, string(answer))
+// An answer that finished with finish reason length keeps its complete
+// calls when the limit cut the last one (constraint.ParseTruncatedToolCalls);
+// the finish reason stays length.
+func (t *toolsMeta) parseCalls(answer []byte, finish string) (text []byte, calls []parsedCall) {
+	txt, cs, ok := parseToolCalls(t.format, string(answer), finish)
 	if !ok {
 		return answer, nil
 	}
@@ -215,6 +218,15 @@ func (t *toolsMeta) parseCalls(answer []byte) (text []byte, calls []parsedCall) 
 		calls[i] = parsedCall{id: newCallID(), name: c.Name, args: c.Arguments}
 	}
 	return []byte(txt), calls
+}
+
+// parseToolCalls parses an answer that finished with finish: a truncated
+// one (length) keeps its complete calls.
+func parseToolCalls(format constraint.ToolFormat, answer, finish string) (string, []constraint.ToolCall, bool) {
+	if finish == schema.FinishLength {
+		return constraint.ParseTruncatedToolCalls(format, answer)
+	}
+	return constraint.ParseToolCalls(format, answer)
 }
 
 // newCallID is a fresh tool call id, "call_" and 24 random characters.
