@@ -35,7 +35,6 @@
 
 #include "actquant.h"
 #include "engine_internal.h"
-#include "grammar.h"
 
 void pm_engine_config_default(pm_engine_config *c)
 {
@@ -257,12 +256,7 @@ void pm_engine_free(pm_engine *e)
 	free(e->lru_next);
 	free(e->slots);
 	free(e->tables);
-	for (int i = 0; e->reqs && i < e->n_reqs; i++) {
-		pm_grammar_release(e->reqs[i].p.grammar);
-		free(e->reqs[i].gm);
-	}
 	free(e->reqs);
-	gmask_vocab_free(e->gmv);
 	free(e->req_tokens);
 	free(e->req_emit);
 	free(e->free_reqs);
@@ -425,15 +419,7 @@ int pm_engine_set_token_bytes(pm_engine *e, const uint8_t *bytes, const uint32_t
 	if (!bytes || !offs || n != e->vocab)
 		return seterr(e, PM_ERR_ARG, "token bytes: %d tokens, the vocabulary has %d", (int)n,
 			      e->vocab);
-	gm_vocab *v;
-	int rc = gmask_vocab_new(bytes, offs, n, &v, e->err, sizeof e->err);
-	if (rc == PM_ERR_NOMEM)
-		return seterr(e, rc, "token bytes: out of memory");
-	if (rc)
-		return rc;
-	gmask_vocab_free(e->gmv); /* no request holds masks between calls */
-	e->gmv = v;
-	return PM_OK;
+	return seterr(e, PM_ERR_STATE, "token bytes: constrained decoding is not built yet");
 }
 
 int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_params *p,
@@ -483,9 +469,8 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 		return rc;
 	if (!(p->min_p >= 0 && p->min_p <= 1))
 		return seterr(e, PM_ERR_ARG, "min_p: %g not in 0..1", (double)p->min_p);
-	if (p->grammar && !e->gmv)
-		return seterr(e, PM_ERR_STATE,
-			      "grammar: the engine has no token bytes (pm_engine_set_token_bytes)");
+	if (p->grammar)
+		return seterr(e, PM_ERR_ARG, "grammar: constrained decoding is not built yet");
 
 	int direct = e->n_waiting == 0 && e->n_running < e->cfg.b_max &&
 		     kv_blocks_for(e, n) <= e->n_free - kv_reserved_blocks(e);
@@ -494,23 +479,13 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 			      (int)e->n_waiting);
 	if (e->n_free_reqs == 0)
 		return seterr(e, PM_ERR_INTERNAL, "BUG: no free request record");
-	int ri = e->free_reqs[e->n_free_reqs - 1];
+	int ri = e->free_reqs[--e->n_free_reqs];
 	req *r = &e->reqs[ri];
-	if (p->grammar && !r->gm && !(r->gm = malloc(sizeof *r->gm)))
-		return seterr(e, PM_ERR_NOMEM, "grammar: out of memory");
-	e->n_free_reqs--;
 	int32_t *seq = r->seq;
 	int64_t *emit = r->emit;
-	gm_set *gm = r->gm;
-	pm_grammar_release(r->p.grammar);
 	memset(r, 0, sizeof *r);
 	r->seq = seq;
 	r->emit = emit;
-	r->gm = gm;
-	if (p->grammar) {
-		pm_grammar_retain(p->grammar);
-		gm_init(p->grammar, r->gm);
-	}
 	r->slot = -1;
 	r->id = e->next_id++;
 	r->p = *p;

@@ -10,7 +10,6 @@
  *                  RoPE, norms), kernel selection, model checks
  *   prefix.c       the prefix cache: block hashes, references, LRU eviction
  *   kv.c           KV block bookkeeping (reserve, truncate, prefix reuse)
- *   constrain.c    constrained decoding: a request's grammar mask and matcher
  *   sample.c       sampling (RNG, penalties, top-k/p, logprobs)
  *   stepmetrics.c  metrics recorded in the step loop, the clock
  *   spec.c         n-gram speculative drafts
@@ -30,7 +29,6 @@
 
 #include "actquant.h"
 #include "engine.h"
-#include "gmask.h"
 #include "kernels.h"
 
 /* Most rows of one forward pass (prefill rows beyond it run in several
@@ -53,9 +51,6 @@ typedef struct {
 	uint64_t rng[4]; /* xoshiro256** state, seeded from p.seed */
 	int32_t spec_skip;  /* decode steps left without a draft lookup */
 	int32_t spec_fails; /* drafts in a row with nothing accepted */
-	gm_set *gm;         /* constrained: the grammar's state after the output so far
-			     * (allocated at the record's first constrained Submit, kept) */
-	int32_t gm_dead;    /* constrained: no token could continue, EOS was forced */
 } req;
 
 /* One slot of the batch. */
@@ -187,7 +182,6 @@ struct pm_engine {
 	int32_t *logit_row; /* [max_logit_rows] rows whose logits are wanted */
 	int32_t *order;     /* [b_max] slots of the current phase */
 
-	gm_vocab *gmv; /* token bytes, index and mask cache (pm_engine_set_token_bytes) */
 	/* sampler scratch */
 	float *sp;     /* [vocab] probabilities */
 	int32_t *sidx; /* [vocab] token ids */
@@ -293,16 +287,6 @@ void kv_reserve(pm_engine *e, slot *s, int upto);
 void kv_truncate(pm_engine *e, slot *s, int keep);
 int kv_reserved_blocks(const pm_engine *e);
 
-/* ---- constrain.c ---- */
-/* constrain_logits masks l (r's penalized logits) with r's grammar into
- * e->pl and returns it, or NULL at a dead end (nothing may follow: the
- * caller emits EOS). Counts the mask's time and cache use. */
-const float *constrain_logits(pm_engine *e, req *r, const float *l);
-/* constrain_accept advances r's grammar by the chosen token's bytes (EOS
- * and stop tokens end the request and are not advanced). */
-void constrain_accept(pm_engine *e, req *r, int32_t tok);
-/* constrain_outcome: PM_GRAMMAR_* of r's output when it finishes. */
-int32_t constrain_outcome(const pm_engine *e, const req *r);
 /* ---- sample.c ---- */
 
 void sample_seed(uint64_t s[4], uint64_t seed);

@@ -14,8 +14,7 @@
  * scratch (e->sp, sidx, pl, pcnt) and allocates nothing. min_p (vLLM,
  * llama.cpp) drops, after temperature and top_k, every token whose
  * probability is below min_p times the most likely one's, before top_p.
- * A constrained request's logits are masked first (constrain.c); at a
- * dead end it gets EOS.
+ * (The constraint mask will land here.)
  */
 #include <math.h>
 #include <string.h>
@@ -207,7 +206,7 @@ static void logprobs(pm_engine *e, const req *r, int sx, int j, const float *log
 	for (int i = 0; i < V; i++) {
 		float v = logits[i] / t;
 		sum += exp((double)v - mx);
-		if (n == 0 || (k == n && !(v > lps[k - 1])) || v == -INFINITY) /* -inf: masked */
+		if (n == 0 || (k == n && !(v > lps[k - 1])))
 			continue;
 		int at2 = k < n ? k++ : n - 1; /* insert, dropping the last when full */
 		while (at2 > 0 && v > lps[at2 - 1]) {
@@ -229,21 +228,7 @@ static void logprobs(pm_engine *e, const req *r, int sx, int j, const float *log
 int32_t sample_at(pm_engine *e, req *r, int sx, int j, const float *logits)
 {
 	const float *l = penalize(e, r, logits);
-	if (r->p.grammar) {
-		const float *ml = constrain_logits(e, r, l);
-		if (!ml) { /* dead end: EOS, its log-probability unmasked */
-			if (r->p.logprobs)
-				logprobs(e, r, sx, j, l, e->m->eos_id);
-			return e->m->eos_id;
-		}
-		l = ml;
-	}
 	int32_t tok = sample(e, r, l);
-	if (r->p.grammar) {
-		if (l[tok] == -INFINITY) /* a draw past the last allowed token by rounding */
-			tok = argmax(l, e->vocab);
-		constrain_accept(e, r, tok);
-	}
 	if (r->p.logprobs)
 		logprobs(e, r, sx, j, l, tok);
 	return tok;

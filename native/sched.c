@@ -445,8 +445,6 @@ void sched_finish(pm_engine *e, int ri, int reason)
 	if (r->slot >= 0)
 		release_slot(e, r->slot);
 	r->st.finish = reason;
-	if (r->p.grammar)
-		r->st.grammar = constrain_outcome(e, r);
 	if (!e->cfg.no_metrics) {
 		e->met.requests_finished++;
 		e->met.prompt_tokens += r->st.prompt_tokens;
