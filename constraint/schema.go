@@ -503,7 +503,7 @@ func (c *schemaCompiler) str(s *object, path string) string {
 		c.b.fail("maxLength", path, "maxLength %d is below minLength %d", hi, lo)
 		return "json-null"
 	}
-	return c.rule(path, `"\"" `+repeat("json-char", max(lo, 0), hi)+` "\""`)
+	return c.rule(path, `"\"" `+repeat("json-char-bmp", max(lo, 0), hi)+` "\""`)
 }
 
 // maxBound is the largest magnitude a numeric bound may have.

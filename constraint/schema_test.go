@@ -46,7 +46,7 @@ func TestJSONSchema(t *testing.T) {
 		[]string{`[]`, `["x",1,null,{"k":[true]}]`},
 		[]string{`["y"]`, `[{"k":[false]}]`})
 	f(`{"const":"a\"b"}`, []string{`"a\"b"`}, []string{`"ab"`})
-	f(`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"héé"`, `"\n\t"`}, []string{`"a"`, `"abcd"`, "\"a\nb\""})
+	f(`{"type":"string","minLength":2,"maxLength":3}`, []string{`"ab"`, `"héé"`, `"\n\t"`}, []string{`"a"`, `"abcd"`, "\"a\nb\"", `"a😀"`}) // 😀: 1 code point, 2 UTF-16 units (json-char-bmp)
 	f(`{"type":"string","pattern":"^[a-c]+-\\d{2}$"}`, []string{`"ab-12"`}, []string{`"ab-1"`, `"ad-12"`})
 	f(`{"type":"string","pattern":"a\"b\\\\c"}`, []string{`"a\"b\\c"`}, []string{`"a"b\c"`})
 	f(`{"type":"string","format":"date-time"}`, []string{`"2024-02-29T12:30:00Z"`, `"1999-12-31T23:59:59.5+01:00"`}, []string{`"2024-13-01T00:00:00Z"`, `"2024-01-01"`})

@@ -43,6 +43,15 @@ func (d *Daemon) appendModel(b []byte) []byte {
 
 func (d *Daemon) health(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("application/json")
+	if !d.unavailable(ctx) {
+		ctx.SetBodyString(`{"status":"ok"}`)
+	}
+}
+
+// unavailable answers 503 with the reason when the daemon is shutting down
+// or its engine failed, the states both probes share, and reports whether
+// it did.
+func (d *Daemon) unavailable(ctx *fasthttp.RequestCtx) bool {
 	switch {
 	case d.draining.Load():
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
@@ -51,8 +60,9 @@ func (d *Daemon) health(ctx *fasthttp.RequestCtx) {
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetBodyString(`{"status":"engine_failed"}`)
 	default:
-		ctx.SetBodyString(`{"status":"ok"}`)
+		return false
 	}
+	return true
 }
 
 // readyStall is how long the engine loop may go without finishing an
@@ -71,14 +81,11 @@ func (d *Daemon) readyStall() time.Duration {
 // is taken out of rotation, not restarted.
 func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("application/json")
+	if d.unavailable(ctx) {
+		return
+	}
 	age := time.Duration(d.clock() - d.loop.beat.Load())
 	switch {
-	case d.draining.Load():
-		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		ctx.SetBodyString(`{"status":"shutting_down"}`)
-	case d.loop.failedFlag.Load():
-		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		ctx.SetBodyString(`{"status":"engine_failed"}`)
 	case d.loop.beat.Load() == 0:
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetBodyString(`{"status":"starting"}`)

@@ -109,9 +109,6 @@ func decodeResponses(body []byte, r *genRequest, vocab int) *apiError {
 			return badRequest(k, "unsupported_parameter", "Unsupported parameter '%s': this server keeps no responses, conversations or prompt templates; send the whole conversation in 'input'.", k)
 		}
 	}
-	if r.Stream && r.Tools.active() {
-		return badRequest("stream", "unsupported_parameter", "Unsupported value for 'stream': streamed function calls are not supported on /v1/responses; send stream false, or use /v1/chat/completions.")
-	}
 	if raw, ok := d.get("reasoning"); ok && !isEmptyObject(raw) {
 		return badRequest("reasoning", "unsupported_parameter", "Unsupported parameter 'reasoning': this model does not reason.")
 	}
@@ -277,6 +274,17 @@ func responseStatus(finish string) string {
 // message holding text as output_text and usage has picometer's metrics
 // in usage.extra (as the other endpoints' usage does).
 func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *schema.RequestBody) []byte {
+	var calls []parsedCall
+	if b != nil && m.tools != nil {
+		text, calls = m.tools.parseCalls(text)
+	}
+	return m.appendResponseCalls(dst, text, calls, finish, b)
+}
+
+// appendResponseCalls is appendResponseObject for an answer already split
+// into text and calls (a stream's events and its final object must name
+// the same call ids).
+func (m *respMeta) appendResponseCalls(dst, text []byte, calls []parsedCall, finish string, b *schema.RequestBody) []byte {
 	r := m.resp
 	status := statusInProgress
 	if b != nil {
@@ -310,29 +318,17 @@ func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *sche
 	dst = appendJSONString(dst, m.model)
 	dst = append(dst, `,"output":[`...)
 	if b != nil {
-		var calls []parsedCall
-		if m.tools != nil {
-			text, calls = m.tools.parseCalls(text)
-		}
 		if len(text) > 0 || len(calls) == 0 {
 			dst = m.appendOutputMessage(dst, text, status)
 			if len(calls) > 0 {
 				dst = append(dst, ',')
 			}
 		}
-		for i, c := range calls {
+		for i := range calls {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, `{"id":`...)
-			dst = appendJSONString(dst, "fc_"+strings.TrimPrefix(c.id, "call_"))
-			dst = append(dst, `,"type":"function_call","status":"completed","call_id":`...)
-			dst = appendJSONString(dst, c.id)
-			dst = append(dst, `,"name":`...)
-			dst = appendJSONString(dst, c.name)
-			dst = append(dst, `,"arguments":`...)
-			dst = appendJSONString(dst, c.args)
-			dst = append(dst, '}')
+			dst = appendFunctionCallItem(dst, &calls[i], calls[i].args, statusCompleted)
 		}
 	}
 	dst = append(dst, `],"parallel_tool_calls":`...)
@@ -369,6 +365,26 @@ func (m *respMeta) appendResponseObject(dst, text []byte, finish string, b *sche
 	dst = appendJSONNullString(dst, r.user)
 	return append(dst, `,"metadata":{}}`...)
 }
+
+// appendFunctionCallItem appends a function_call output item with the
+// given arguments and status.
+func appendFunctionCallItem(dst []byte, c *parsedCall, args, status string) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, c.itemID())
+	dst = append(dst, `,"type":"function_call","status":"`...)
+	dst = append(dst, status...)
+	dst = append(dst, `","call_id":`...)
+	dst = appendJSONString(dst, c.id)
+	dst = append(dst, `,"name":`...)
+	dst = appendJSONString(dst, c.name)
+	dst = append(dst, `,"arguments":`...)
+	dst = appendJSONString(dst, args)
+	return append(dst, '}')
+}
+
+// itemID is the Responses item id of a call: "fc_" and its call id's
+// random part.
+func (c *parsedCall) itemID() string { return "fc_" + strings.TrimPrefix(c.id, "call_") }
 
 // appendOutputMessage appends the output message item.
 func (m *respMeta) appendOutputMessage(dst, text []byte, status string) []byte {

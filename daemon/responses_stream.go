@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/picometer/picometer/schema"
 )
@@ -23,6 +24,18 @@ import (
 //	response.output_item.done     the message, completed (or incomplete)
 //	response.completed            the whole response with its usage (usage.extra too);
 //	                              response.incomplete when max_output_tokens cut it
+//
+// A request with tools (tool_choice not "none") may be answered with
+// calls, which are known only once the answer ends: its answer is held
+// back (as chat's stream holds it), and after response.in_progress come
+// the items at the end: the message's events as above (its text in one
+// delta) when there is text or no call, then per call, at the next
+// output_index:
+//
+//	response.output_item.added                the function_call, in progress, arguments ""
+//	response.function_call_arguments.delta    its arguments, in fragments of at most 32 bytes
+//	response.function_call_arguments.done     the name and whole arguments
+//	response.output_item.done                 the function_call, completed
 //
 // An error after the header went out (the deadline, an engine failure) is
 // an "error" event, and the stream ends. Unlike the chat stream there is
@@ -63,6 +76,90 @@ func (e *responseEvents) response(typ string, text []byte, finish string, b *sch
 	e.end()
 }
 
+// messageStart appends the events that open the output message.
+func (e *responseEvents) messageStart() {
+	e.begin("response.output_item.added")
+	e.buf = append(e.buf, `,"output_index":0,"item":{"id":`...)
+	e.buf = appendJSONString(e.buf, e.m.resp.msgID)
+	e.buf = append(e.buf, `,"type":"message","status":"in_progress","role":"assistant","content":[]}`...)
+	e.end()
+	e.begin("response.content_part.added")
+	e.item()
+	e.buf = append(e.buf, `,"part":{"type":"output_text","text":"","annotations":[]}`...)
+	e.end()
+}
+
+// textDelta appends an output_text delta of the message.
+func (e *responseEvents) textDelta(text []byte) {
+	e.begin("response.output_text.delta")
+	e.item()
+	e.buf = append(e.buf, `,"delta":`...)
+	e.buf = appendJSONString(e.buf, text)
+	e.buf = append(e.buf, `,"logprobs":[]`...)
+	e.end()
+}
+
+// messageDone appends the events that close the output message, whose
+// whole text is text.
+func (e *responseEvents) messageDone(text []byte, status string) {
+	e.begin("response.output_text.done")
+	e.item()
+	e.buf = append(e.buf, `,"text":`...)
+	e.buf = appendJSONString(e.buf, text)
+	e.buf = append(e.buf, `,"logprobs":[]`...)
+	e.end()
+	e.begin("response.content_part.done")
+	e.item()
+	e.buf = append(e.buf, `,"part":`...)
+	e.buf = appendOutputText(e.buf, text)
+	e.end()
+	e.begin("response.output_item.done")
+	e.buf = append(e.buf, `,"output_index":0,"item":`...)
+	e.buf = e.m.appendOutputMessage(e.buf, text, status)
+	e.end()
+}
+
+// functionCall appends the events of call c, output item index.
+func (e *responseEvents) functionCall(index int, c *parsedCall) {
+	at := func() {
+		e.buf = append(e.buf, `,"output_index":`...)
+		e.buf = strconv.AppendInt(e.buf, int64(index), 10)
+	}
+	e.begin("response.output_item.added")
+	at()
+	e.buf = append(e.buf, `,"item":`...)
+	e.buf = appendFunctionCallItem(e.buf, c, "", statusInProgress)
+	e.end()
+	for a := c.args; len(a) > 0; {
+		n := min(len(a), argFragment)
+		for n < len(a) && !utf8.RuneStart(a[n]) { // whole characters
+			n++
+		}
+		e.begin("response.function_call_arguments.delta")
+		at()
+		e.buf = append(e.buf, `,"item_id":`...)
+		e.buf = appendJSONString(e.buf, c.itemID())
+		e.buf = append(e.buf, `,"delta":`...)
+		e.buf = appendJSONString(e.buf, a[:n])
+		e.end()
+		a = a[n:]
+	}
+	e.begin("response.function_call_arguments.done")
+	at()
+	e.buf = append(e.buf, `,"item_id":`...)
+	e.buf = appendJSONString(e.buf, c.itemID())
+	e.buf = append(e.buf, `,"name":`...)
+	e.buf = appendJSONString(e.buf, c.name)
+	e.buf = append(e.buf, `,"arguments":`...)
+	e.buf = appendJSONString(e.buf, c.args)
+	e.end()
+	e.begin("response.output_item.done")
+	at()
+	e.buf = append(e.buf, `,"item":`...)
+	e.buf = appendFunctionCallItem(e.buf, c, c.args, statusCompleted)
+	e.end()
+}
+
 // streamResponse writes a Responses stream (see the file comment). The
 // first failed Flush means the client left: the request is cancelled in
 // the engine, as in [Daemon.stream].
@@ -70,18 +167,13 @@ func (d *Daemon) streamResponse(w *bufio.Writer, conn net.Conn, s *seq, m *respM
 	defer d.recoverStream(s)
 	flush := d.flushOrCancel(w, s)
 	e := responseEvents{m: m, buf: make([]byte, 0, 1024)}
+	hold := m.tools != nil // the answer may be calls: its items are known at its end
 	d.armWrite(conn)
 	e.response("response.created", nil, "", nil)
 	e.response("response.in_progress", nil, "", nil)
-	e.begin("response.output_item.added")
-	e.buf = append(e.buf, `,"output_index":0,"item":{"id":`...)
-	e.buf = appendJSONString(e.buf, m.resp.msgID)
-	e.buf = append(e.buf, `,"type":"message","status":"in_progress","role":"assistant","content":[]}`...)
-	e.end()
-	e.begin("response.content_part.added")
-	e.item()
-	e.buf = append(e.buf, `,"part":{"type":"output_text","text":"","annotations":[]}`...)
-	e.end()
+	if !hold {
+		e.messageStart()
+	}
 	w.Write(e.buf)
 	if !flush() {
 		return
@@ -105,12 +197,9 @@ func (d *Daemon) streamResponse(w *bufio.Writer, conn net.Conn, s *seq, m *respM
 				continue
 			}
 			all = append(all, text...)
-			e.begin("response.output_text.delta")
-			e.item()
-			e.buf = append(e.buf, `,"delta":`...)
-			e.buf = appendJSONString(e.buf, text)
-			e.buf = append(e.buf, `,"logprobs":[]`...)
-			e.end()
+			if !hold {
+				e.textDelta(text)
+			}
 		}
 		if done {
 			if res.err != nil {
@@ -123,26 +212,33 @@ func (d *Daemon) streamResponse(w *bufio.Writer, conn net.Conn, s *seq, m *respM
 				e.buf = appendJSONNullString(e.buf, res.err.Param)
 				e.end()
 			} else {
-				e.begin("response.output_text.done")
-				e.item()
-				e.buf = append(e.buf, `,"text":`...)
-				e.buf = appendJSONString(e.buf, all)
-				e.buf = append(e.buf, `,"logprobs":[]`...)
-				e.end()
-				e.begin("response.content_part.done")
-				e.item()
-				e.buf = append(e.buf, `,"part":`...)
-				e.buf = appendOutputText(e.buf, all)
-				e.end()
-				e.begin("response.output_item.done")
-				e.buf = append(e.buf, `,"output_index":0,"item":`...)
-				e.buf = m.appendOutputMessage(e.buf, all, responseStatus(res.finish))
-				e.end()
+				text, calls := all, []parsedCall(nil)
+				if hold {
+					text, calls = m.tools.parseCalls(all)
+				}
+				status, index := responseStatus(res.finish), 0
+				if len(text) > 0 || len(calls) == 0 {
+					if hold {
+						e.messageStart()
+						if len(text) > 0 {
+							e.textDelta(text)
+						}
+					}
+					e.messageDone(text, status)
+					index++
+				}
+				for i := range calls {
+					e.functionCall(index, &calls[i])
+					index++
+				}
 				typ := "response.completed"
-				if responseStatus(res.finish) == statusIncomplete {
+				if status == statusIncomplete {
 					typ = "response.incomplete"
 				}
-				e.response(typ, all, res.finish, &res.body)
+				e.begin(typ)
+				e.buf = append(e.buf, `,"response":`...)
+				e.buf = m.appendResponseCalls(e.buf, text, calls, res.finish, &res.body)
+				e.end()
 			}
 			w.Write(e.buf)
 			flush()

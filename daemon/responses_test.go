@@ -27,11 +27,14 @@ type responseJSON struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`
 	Output []struct {
-		ID      string `json:"id"`
-		Type    string `json:"type"`
-		Status  string `json:"status"`
-		Role    string `json:"role"`
-		Content []struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		Status    string `json:"status"`
+		Role      string `json:"role"`
+		CallID    string `json:"call_id"`   // function_call
+		Name      string `json:"name"`      // function_call
+		Arguments string `json:"arguments"` // function_call
+		Content   []struct {
 			Type        string `json:"type"`
 			Text        string `json:"text"`
 			Annotations []any  `json:"annotations"`
@@ -73,15 +76,22 @@ type responseEvent struct {
 	Delta string `json:"delta"`
 	Text  string `json:"text"`
 
-	ItemID   string        `json:"item_id"`
-	Response *responseJSON `json:"response"`
-	Part     *struct {
+	ItemID      string        `json:"item_id"`
+	OutputIndex *int          `json:"output_index"`
+	Name        string        `json:"name"`      // function_call_arguments.done
+	Arguments   string        `json:"arguments"` // function_call_arguments.done
+	Response    *responseJSON `json:"response"`
+	Part        *struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	} `json:"part"`
 	Item *struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		Status    string `json:"status"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
 	} `json:"item"`
 	Code    string `json:"code"`
 	Message string `json:"message"`

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,42 +19,26 @@ import (
 // validates against its schema: the openai SDK's json_schema chat, the
 // Vercel AI SDK's generateObject on the default provider (the Responses
 // API) and on .chat(), generateText with tools and toolChoice "required"
-// on both, and the openai SDK's streamed tool calls reassembled. It runs
+// on both, streamText with required tools on the Responses API, and the
+// openai SDK's streamed tool calls reassembled, on chat and as Responses
+// function_call events. It runs
 // on the default byte model (picometer's own tool-call format) and on the
 // tiny model with the Llama 3 vocabulary and Qwen2.5's chat template
 // (Hermes/Qwen <tool_call> format, read from the template). zod validates.
+// LangChain's withStructuredOutput (json_schema and function calling) and
+// bindTools run too, on chat and on the Responses API
+// (testdata/structured_langchain.mjs).
 func TestStructuredClients(t *testing.T) {
 	node := testenv.Node(t)
-	for _, p := range []string{"openai", "ai", "@ai-sdk/openai", "zod"} {
+	for _, p := range []string{"openai", "ai", "@ai-sdk/openai", "zod", "@langchain/openai"} {
 		testenv.NPMPackage(t, p)
 	}
 	run := func(t *testing.T, ts *testServer) {
 		if ts.d.grammarErr != "" {
 			t.Skipf("the engine enforces no constraint yet (%s): every constraint is refused by name meanwhile (TestConstraintRefusedByEngine)", ts.d.grammarErr)
 		}
-		cmd := exec.Command(node, "testdata/structured.mjs", ts.url+"/v1", ts.d.model, "1200")
-		cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(testenv.NPMDir(), "node_modules"))
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("structured.mjs: %v\n%s", err, out)
-		}
-		var res []struct {
-			Name, Detail, Error, Finish string
-			OK                          bool
-		}
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		if len(res) != 6 {
-			t.Fatalf("%d results: %s", len(res), out)
-		}
-		for _, r := range res {
-			if !r.OK {
-				t.Errorf("%s: %s", r.Name, r.Error)
-				continue
-			}
-			testenv.Report(t, "%s %s: valid (%s) %s", t.Name(), r.Name, r.Finish, r.Detail)
-		}
+		runStructuredScript(t, node, "testdata/structured.mjs", ts, 8)
+		runStructuredScript(t, node, "testdata/structured_langchain.mjs", ts, 6)
 	}
 	t.Run("bytes", func(t *testing.T) { run(t, startStructured(t, "", "")) })
 	t.Run("llama3-vocab-qwen2.5-template", func(t *testing.T) {

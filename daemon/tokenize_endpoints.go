@@ -140,10 +140,8 @@ func (c *codec) tokens(r *tokenizeRequest) ([]int32, *apiError) {
 		out = append(out, c.bos())
 	}
 	switch {
-	case r.Chat && (c.tk == nil || c.tpl == nil) && (hasTools(r.Messages) || r.Tools != nil):
-		return nil, badRequest("messages", "invalid_value", "Invalid 'messages': tools and tool messages need the model's chat template, and this model has none.")
-	case r.Chat && c.tk == nil:
-		out = renderChat(out, r.Messages)
+	case r.Chat && c.tk == nil: // tools in picometer's own format, as chat renders them
+		out = renderChatTools(out, r.Messages, r.Tools)
 		if !r.AddGen {
 			out = out[:len(out)-1] // the trailing <|assistant|>
 		}

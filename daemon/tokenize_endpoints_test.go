@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/picometer/picometer/native"
@@ -88,10 +89,7 @@ func TestTokenizeEndpoints(t *testing.T) {
 	f("/tokenize", `{}`, 400, "prompt")
 	f("/tokenize", `{"prompt":1}`, 400, "prompt")
 	f("/tokenize", `{"prompt":"a","messages":[]}`, 400, "prompt")
-	// tool messages and tools need a model's chat template; the byte
-	// vocabulary's fixed format has none
-	f("/tokenize", `{"messages":[{"role":"tool","tool_call_id":"c","content":"x"}]}`, 400, "messages")
-	f("/tokenize", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "messages")
+	f("/tokenize", `{"messages":[{"role":"tool","content":"x"}]}`, 400, "messages[0].tool_call_id")
 	f("/tokenize", `{"messages":[{"role":"function","content":"x"}]}`, 400, "messages[0].role")
 	f("/tokenize", `{"messages":[{"role":"user","content":"x"}],"continue_final_message":true}`, 400, "continue_final_message")
 	f("/tokenize", `{"messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`, 400, "chat_template")
@@ -145,4 +143,34 @@ func testTokenizeRealVocab(t *testing.T, name string) {
 	if withGen.Count != chat.Usage.PromptTokens || name == "qwen3" && without.Count >= withGen.Count || !slices.Equal(without.Tokens, withGen.Tokens[:without.Count]) {
 		t.Errorf("chat: %d tokens (%d without the generation prompt), /v1/chat/completions %d", withGen.Count, without.Count, chat.Usage.PromptTokens)
 	}
+}
+
+// TestTokenizeToolsBytes: on the byte vocabulary, /tokenize renders tools,
+// tool calls and tool results in picometer's own format, as chat does
+// (renderChatTools), so it counts what chat reports as prompt_tokens.
+func TestTokenizeToolsBytes(t *testing.T) {
+	ts := startServer(t, newFakeEngine(4096), nil)
+	tools := `[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"c":{"type":"string"}},"required":["c"]}}}]`
+	for _, msgs := range []string{
+		`[{"role":"user","content":"weather?"}]`,
+		`[{"role":"user","content":"weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"w","arguments":"{\"c\": \"Oslo\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"-3 C"}]`,
+	} {
+		r := ts.post("/v1/chat/completions", `{"messages":`+msgs+`,"tools":`+tools+`,"tool_choice":"none","max_tokens":1}`)
+		if r.status != 200 {
+			t.Fatalf("chat: %d %s", r.status, r.body)
+		}
+		chat := decodeCompletionResponse(t, r.body)
+		got := ts.tokenize(`{"messages":` + msgs + `,"tools":` + tools + `}`)
+		if got.Count != chat.Usage.PromptTokens || got.Count < 100 {
+			t.Errorf("/tokenize counts %d, chat prompt_tokens %d (messages %s)", got.Count, chat.Usage.PromptTokens, msgs)
+		}
+		if s := ts.detokenize(`{"tokens":` + jsonInts(got.Tokens) + `}`); !strings.Contains(s, "# Tools") {
+			t.Errorf("/tokenize with tools does not render them: %q", s)
+		}
+	}
+}
+
+func jsonInts(v []int32) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

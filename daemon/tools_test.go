@@ -3,6 +3,8 @@ package daemon
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +270,53 @@ func TestRejectedConstraintEvent(t *testing.T) {
 	})
 	if ev.Constraint != schema.ConstraintJSONSchema || schema.ConstraintOutcome(&ev.RequestBody) != schema.OutcomeRejected || ev.ErrorType != schema.ErrInvalidRequest {
 		t.Errorf("event %+v", ev.RequestBody)
+	}
+}
+
+// TestREADMEForeignFields holds the README's table of other servers'
+// fields to foreignFields: the same fields in the same order, each with
+// the servers that read it and the values accepted ("—": none), and the
+// honoured ones named in the paragraph above it.
+func TestREADMEForeignFields(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "**Other servers' fields.**")
+	if start < 0 {
+		t.Fatal("README: no \"**Other servers' fields.**\" paragraph")
+	}
+	text = text[start:]
+	if end := strings.Index(text, "\n## "); end >= 0 {
+		text = text[:end]
+	}
+	var got []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "| `") {
+			got = append(got, line)
+		}
+	}
+	var want []string
+	for _, f := range foreignFields {
+		acc := "—"
+		if len(f.defaults) > 0 {
+			acc = "`" + strings.Join(f.defaults, "`, `") + "`"
+		}
+		want = append(want, fmt.Sprintf("| `%s` | %s | %s |", f.name, f.servers, acc))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("README's table of other servers' fields:\n%s\nwant (daemon/foreign.go):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	para := text[:strings.Index(text, "| field |")]
+	for _, h := range []string{"top_k", "min_p", "repetition_penalty", "seed", "stop", "return_token_ids"} {
+		if !strings.Contains(para, "`"+h+"`") {
+			t.Errorf("README: honoured field %s not named before the table", h)
+		}
+	}
+	for _, h := range honouredFields {
+		if !strings.Contains(string(b), "`"+h+"`") {
+			t.Errorf("README: honoured field %s is nowhere", h)
+		}
 	}
 }

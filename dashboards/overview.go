@@ -209,11 +209,24 @@ func Overview() *Dashboard {
 	pos.FieldConfig.Defaults.Min, pos.FieldConfig.Defaults.Max = ptr(0.0), ptr(1.0)
 	b.add(8, 8, pos)
 
-	// Constrained decoding and tool calls (issue 26) get their row when the
-	// engine enforces constraints: this build refuses every constrained
-	// request (400), so those series are never produced, and a panel that
-	// cannot show data is noise (TestLiveStack holds every panel to data).
-	// The families are in schema/ and on the sidecar's status page already.
+	// ---- constrained decoding and tool calls (issue 26) -----------------
+	b.row("Constraints and tool calls")
+	b.add(8, 8, timeseries("Constrained requests by kind and outcome", unitReqPerSec,
+		help(schema.IDConstraintRequests),
+		target(rate(sel(alerts.Series(schema.IDConstraintRequests, "")), "constraint", "outcome"), "{{constraint}} {{outcome}}")))
+	maskQ := func(q string) Target {
+		return target(fmt.Sprintf("histogram_quantile(%s, sum by (le, %s) (rate(%s[$__rate_interval])))", q, lModel,
+			sel(alerts.Series(schema.IDConstraintMask, "_bucket"))), "p"+percentile(q)+" "+modelLegend)
+	}
+	b.add(8, 8, timeseries("Mask time per step", unitSeconds,
+		"p50 and p99 over the rate interval. "+help(schema.IDConstraintMask), maskQ("0.5"), maskQ("0.99")))
+	b.add(4, 8, timeseries("Grammar compile time p99", unitSeconds,
+		help(schema.IDConstraintCompile),
+		target(fmt.Sprintf("histogram_quantile(0.99, sum by (le, constraint) (rate(%s[$__rate_interval])))",
+			sel(alerts.Series(schema.IDConstraintCompile, "_bucket"))), "{{constraint}}")))
+	b.add(4, 8, timeseries("Tool calls by format", unitShort+"",
+		"Tool calls per second. "+help(schema.IDToolCalls),
+		target(rate(sel(alerts.Series(schema.IDToolCalls, "")), "tool_format"), "{{tool_format}}")))
 
 	// ---- request lengths ------------------------------------------------
 	b.row("Request lengths")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,7 +20,9 @@ import (
 // pushes OTLP to VictoriaMetrics every second and nothing scrapes it (so
 // there is no up series). Every dashboard query returns data (a query over
 // a recorded series through its recording rule's expression, what a rule
-// evaluator such as vmalert records from the same data); the sidecar
+// evaluator such as vmalert records from the same data; the constraint
+// compile, mask and tool-call panels only when the engine enforces
+// constraints, constrained_traffic_test.go); the sidecar
 // liveness alerts' conditions do not hold while it runs (no alert would
 // even be pending) and do hold once it has stopped. For the last part the
 // production expressions run with their 3m staleness shortened to
@@ -31,8 +32,8 @@ func TestLiveOTLPOnly(t *testing.T) {
 	const liveStale = 8 * time.Second
 	sidecarBin := testenv.Binary(t, "picometer-sidecar")
 	daemonBin := testenv.Binary(t, "picometerd")
-	model := testenv.File(t, "tiny model (PICOMETER_TINY_MODEL; make models)", os.Getenv("PICOMETER_TINY_MODEL"))
 	dir := t.TempDir()
+	model := liveModel(t, dir) // the tiny model with room for tools (constrained_traffic_test.go)
 	sock := filepath.Join(dir, "picometer.sock")
 	sidecarAddr, daemonAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	httpc := &http.Client{Timeout: 10 * time.Second}
@@ -47,7 +48,8 @@ func TestLiveOTLPOnly(t *testing.T) {
 	waitFor(t, 30*time.Second, "daemon /health", daemon, func() error { return getOK(httpc, "http://"+daemonAddr+"/health") })
 	modelName := servedModel(t, httpc, daemonAddr)
 
-	warmup, rest := waves(traffic(modelName), 3)
+	enforced, whyNot := constraintsEnforced(t, httpc, daemonAddr, modelName)
+	warmup, rest := waves(append(traffic(modelName), constrainedTraffic(modelName, enforced)...), 3)
 	results := drive(daemonAddr, warmup, 12)
 	for _, wave := range rest {
 		time.Sleep(1500 * time.Millisecond)
@@ -57,6 +59,9 @@ func TestLiveOTLPOnly(t *testing.T) {
 	for _, r := range results {
 		if r.req.event {
 			wantEvents++
+		}
+		if r.err != nil || r.status != r.req.wantStatus {
+			t.Errorf("request %q: HTTP %d (want %d), err %v", r.req.name, r.status, r.req.wantStatus, r.err)
 		}
 	}
 	finished := alerts.Series(schema.IDRequestsFinished, "")
@@ -91,6 +96,10 @@ func TestLiveOTLPOnly(t *testing.T) {
 	for _, panel := range dashboards.AllPanels(dashboards.Overview()) {
 		var parts []string
 		ok := false
+		if !enforced && needsEnforcement(panel.Targets[0].Expr) {
+			t.Logf("panel %q not held to data: the engine refuses constraints: %s", panel.Title, whyNot)
+			continue
+		}
 		for _, tg := range panel.Targets {
 			exprs := []string{tg.Expr}
 			var via []string

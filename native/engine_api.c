@@ -35,6 +35,8 @@
 
 #include "actquant.h"
 #include "engine_internal.h"
+#include "grammar.h"
+#include "grammar_mask.h"
 
 void pm_engine_config_default(pm_engine_config *c)
 {
@@ -239,6 +241,10 @@ void pm_engine_free(pm_engine *e)
 	if (!e)
 		return;
 	pool_stop(e);
+	if (e->reqs)
+		for (int i = 0; i < e->n_reqs; i++)
+			pm_grammar_release(e->reqs[i].p.grammar);
+	gmask_free(e);
 	free(e->workers);
 	free(e->rope_cos);
 	free(e->rope_sin);
@@ -419,7 +425,7 @@ int pm_engine_set_token_bytes(pm_engine *e, const uint8_t *bytes, const uint32_t
 	if (!bytes || !offs || n != e->vocab)
 		return seterr(e, PM_ERR_ARG, "token bytes: %d tokens, the vocabulary has %d", (int)n,
 			      e->vocab);
-	return seterr(e, PM_ERR_STATE, "token bytes: constrained decoding is not built yet");
+	return gmask_build(e, bytes, offs, n);
 }
 
 int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_params *p,
@@ -469,8 +475,9 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 		return rc;
 	if (!(p->min_p >= 0 && p->min_p <= 1))
 		return seterr(e, PM_ERR_ARG, "min_p: %g not in 0..1", (double)p->min_p);
-	if (p->grammar)
-		return seterr(e, PM_ERR_ARG, "grammar: constrained decoding is not built yet");
+	if (p->grammar && !e->gm)
+		return seterr(e, PM_ERR_STATE,
+			      "grammar: the engine has no token bytes yet (pm_engine_set_token_bytes)");
 
 	int direct = e->n_waiting == 0 && e->n_running < e->cfg.b_max &&
 		     kv_blocks_for(e, n) <= e->n_free - kv_reserved_blocks(e);
@@ -483,12 +490,21 @@ int pm_engine_submit(pm_engine *e, const int32_t *prompt, int32_t n, const pm_pa
 	req *r = &e->reqs[ri];
 	int32_t *seq = r->seq;
 	int64_t *emit = r->emit;
+	pm_grammar_release(r->p.grammar); /* the record's last request's */
 	memset(r, 0, sizeof *r);
 	r->seq = seq;
 	r->emit = emit;
 	r->slot = -1;
 	r->id = e->next_id++;
 	r->p = *p;
+	if (p->grammar) {
+		if ((rc = gmask_start(e, r))) {
+			r->p.grammar = NULL;
+			e->free_reqs[e->n_free_reqs++] = ri;
+			return rc;
+		}
+		pm_grammar_retain(p->grammar);
+	}
 	memcpy(r->seq, prompt, (size_t)n * sizeof(int32_t));
 	r->n_seq = n;
 	int64_t now = pm_now();

@@ -11,6 +11,7 @@
  *   prefix.c       the prefix cache: block hashes, references, LRU eviction
  *   kv.c           KV block bookkeeping (reserve, truncate, prefix reuse)
  *   sample.c       sampling (RNG, penalties, top-k/p, logprobs)
+ *   grammar_mask.c constrained decoding: token masks, matcher states
  *   stepmetrics.c  metrics recorded in the step loop, the clock
  *   spec.c         n-gram speculative drafts
  *   sched.c        admission, preemption, the prefill and decode phases
@@ -30,6 +31,8 @@
 #include "actquant.h"
 #include "engine.h"
 #include "kernels.h"
+
+typedef struct pm_gmask pm_gmask;
 
 /* Most rows of one forward pass (prefill rows beyond it run in several
  * forwards of the same step; results do not change, kernels are invariant). */
@@ -181,6 +184,9 @@ struct pm_engine {
 	int32_t *row_slot;  /* [max_rows] */
 	int32_t *logit_row; /* [max_logit_rows] rows whose logits are wanted */
 	int32_t *order;     /* [b_max] slots of the current phase */
+
+	/* constrained decoding (grammar_mask.c): NULL until pm_engine_set_token_bytes */
+	struct pm_gmask *gm;
 
 	/* sampler scratch */
 	float *sp;     /* [vocab] probabilities */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "grammar_mask.h"
 
 int sched_free_slot(const pm_engine *e)
 {
@@ -304,8 +305,13 @@ static void run_prefill(pm_engine *e)
 			slot *s = &e->slots[e->row_slot[e->logit_row[i]]];
 			req *r = &e->reqs[s->req];
 			s->emit0 = r->n_seq;
-			s->fin = emit_token(e, r, sample_at(e, r, (int)(s - e->slots), 0,
-							       e->logits + (size_t)i * e->vocab));
+			float *l = e->logits + (size_t)i * e->vocab;
+			if (r->p.grammar)
+				gmask_apply(e, r, l);
+			int32_t tok = sample_at(e, r, (int)(s - e->slots), 0, l);
+			if (r->p.grammar)
+				gmask_accept(e, r, tok);
+			s->fin = emit_token(e, r, tok);
 			s->n_emitted = 1;
 			s->state = SLOT_DECODE;
 		}
@@ -344,6 +350,8 @@ static void run_decode(pm_engine *e)
 		slot *s = &e->slots[e->order[i]];
 		req *r = &e->reqs[s->req];
 		spec_draft(e, r, s);
+		if (r->p.grammar)
+			gmask_trim_draft(e, r, s);
 		drafted += s->n_draft;
 	}
 	drafted = spec_ration(e, ns, drafted);
@@ -392,8 +400,12 @@ static void run_decode(pm_engine *e)
 		int accepted = 0, fin = PM_FINISH_NONE, j = 0;
 		s->emit0 = r->n_seq;
 		for (; j <= s->n_draft; j++) {
-			int32_t tok = sample_at(e, r, (int)(s - e->slots), j,
-						e->logits + (size_t)(s->row0 + j) * e->vocab);
+			float *l = e->logits + (size_t)(s->row0 + j) * e->vocab;
+			if (r->p.grammar)
+				gmask_apply(e, r, l);
+			int32_t tok = sample_at(e, r, (int)(s - e->slots), j, l);
+			if (r->p.grammar)
+				gmask_accept(e, r, tok);
 			fin = emit_token(e, r, tok);
 			int match = j < s->n_draft && tok == s->draft[j];
 			accepted += match;
@@ -445,6 +457,8 @@ void sched_finish(pm_engine *e, int ri, int reason)
 	if (r->slot >= 0)
 		release_slot(e, r->slot);
 	r->st.finish = reason;
+	if (r->p.grammar && r->st.grammar == PM_GRAMMAR_NONE)
+		r->st.grammar = PM_GRAMMAR_INCOMPLETE;
 	if (!e->cfg.no_metrics) {
 		e->met.requests_finished++;
 		e->met.prompt_tokens += r->st.prompt_tokens;

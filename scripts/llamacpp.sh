@@ -5,8 +5,9 @@
 #
 #   scripts/llamacpp.sh          libllama only: what the logit oracle test links
 #                                (make deps, so make test)
-#   scripts/llamacpp.sh server   libllama and llama-server, the side-by-side
-#                                benchmark's peer (make llamacpp, make bench)
+#   scripts/llamacpp.sh server   libllama, llama-server (the side-by-side serving
+#                                benchmark's peer), llama-bench and llama-batched-bench
+#                                (tools/vs-llamacpp's peers) (make llamacpp, make bench)
 #
 # The build is a few minutes on 2 cores, so it is cached outside the
 # repository, where a fresh clone on the same machine finds it:
@@ -39,8 +40,8 @@ cache=${PICOMETER_CACHE:-$HOME/.cache/picometer}/llama.cpp-${sdist:0:16}-$cpu
 targets=(llama)
 want=$cache/work/bin/libllama.so
 if [[ ${1:-} == server ]]; then
-	targets=(llama llama-server)
-	want=$cache/work/bin/llama-server
+	targets=(llama llama-server llama-bench llama-batched-bench)
+	want=$cache/work/bin/llama-batched-bench
 fi
 stamp=$cache/.${targets[-1]}-complete
 if [[ ! -f $stamp || ! -e $want ]]; then
@@ -58,7 +59,7 @@ if [[ ! -f $stamp || ! -e $want ]]; then
 			-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >"$cache/cmake.log" 2>&1 ||
 			{ tail -30 "$cache/cmake.log" >&2; echo "llamacpp: cmake configure failed ($cache/cmake.log)" >&2; exit 1; }
 	fi
-	# libllama first (the logit test needs only it), then the server.
+	# libllama first (the logit test needs only it), then the server and benches.
 	for target in "${targets[@]}"; do
 		nice -n 10 cmake --build "$cache/work" --target "$target" -j "$(nproc)" >>"$cache/build.log" 2>&1 ||
 			{ tail -30 "$cache/build.log" >&2; echo "llamacpp: build of $target failed ($cache/build.log)" >&2; exit 1; }

@@ -2,8 +2,11 @@ package sidecar
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/picometer/picometer/schema"
@@ -91,6 +94,19 @@ func TestConstraintSeries(t *testing.T) {
 	doc := getStatus(t, mux)
 	if len(doc.Targets) != 1 || doc.Targets[0].Totals.Constrained != 20 || doc.Targets[0].Totals.ConstrainedValid != 20 || doc.Targets[0].Totals.ToolCalls != 20 {
 		t.Errorf("status: %+v", doc.Targets)
+	}
+	// Every JSON-schema request masked 40 µs per token and compiled in 1.5 ms.
+	if cm := doc.Targets[0].ConstraintMeans; math.Abs(cm.MaskPerToken-40e-6) > 1e-9 || math.Abs(cm.Compile-1.5e-3) > 1e-9 {
+		t.Errorf("status constraint_mean_seconds %+v, want mask 40µs per token, compile 1.5ms", cm)
+	}
+	mux.HandleFunc("/", h.ServePage)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	for _, want := range []string{`<dd data-total="constrained_requests">20</dd>`, `<dd data-total="tool_calls">20</dd>`,
+		`<dd data-mean="constraint_mask_mean">40 µs</dd>`, `<dd data-mean="constraint_compile_mean">1.5 ms</dd>`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("status page: no %s", want)
+		}
 	}
 
 	// totals alone (a sidecar that restarted)

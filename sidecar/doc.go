@@ -155,7 +155,9 @@
 // errors, prompt_tokens, generation_tokens, events_lost, events_dropped,
 // spec_draft_tokens, spec_accepted_tokens, constrained_requests,
 // constrained_valid, tool_calls, errors_by_type), "now" (the
-// gauges), decode_time_by_batch_size ([{batch_size, steps,
+// gauges), constraint_mean_seconds ({mask_per_token, compile}: the
+// means of the grammar mask time per token and of compile time, 0 without
+// a constrained request), decode_time_by_batch_size ([{batch_size, steps,
 // mean_seconds}]) and "series": one array per quantity, aligned with
 // "times", null where there is no value (requests_per_second,
 // errors_per_second, generation_tokens_per_second,

@@ -115,6 +115,8 @@ func (h *history) appendTargetSection(b []byte, i int, tr *targetReading, th *ta
 		b = appendTotal(b, "constrained_requests", "constrained requests", tr.constrained)
 		b = appendTotal(b, "constrained_valid", "constrained, valid", tr.constrainedValid)
 		b = appendTotal(b, "tool_calls", "tool calls", tr.toolCalls)
+		b = appendMean(b, "constraint_mask_mean", "grammar mask / token", tr.maskMean)
+		b = appendMean(b, "constraint_compile_mean", "grammar compile", tr.compileMean)
 	}
 	if tr.hasGauges {
 		b = append(b, `<div><dt>running / slots</dt><dd data-now="running">`...)
@@ -173,6 +175,22 @@ func appendTotal(b []byte, key, label string, v uint64) []byte {
 	b = append(b, key...)
 	b = append(b, `">`...)
 	b = strconv.AppendUint(b, v, 10)
+	return append(b, `</dd></div>`...)
+}
+
+// appendMean appends a mean duration (seconds) as a total: its key in
+// data-mean, "–" when there was nothing to average.
+func appendMean(b []byte, key, label string, v float64) []byte {
+	b = append(b, `<div><dt>`...)
+	b = append(b, label...)
+	b = append(b, ` <small>mean</small></dt><dd data-mean="`...)
+	b = append(b, key...)
+	b = append(b, `">`...)
+	if v == 0 {
+		b = append(b, "–"...)
+	} else {
+		b = appendDuration(b, v)
+	}
 	return append(b, `</dd></div>`...)
 }
 

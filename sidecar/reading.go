@@ -34,8 +34,12 @@ type targetReading struct {
 	dropped      uint64 // daemon_events_dropped, both reasons
 
 	// constrained decoding (issue 26): constrained requests, those whose
-	// output completed the grammar, and tool calls
+	// output completed the grammar, and tool calls; the mean grammar mask
+	// time per token (the mean of picometer_constraint_mask_duration_seconds,
+	// one observation per request) and the mean compile time (all kinds),
+	// seconds, 0 without an observation
 	constrained, constrainedValid, toolCalls uint64
+	maskMean, compileMean                    float64
 
 	hasGauges                      bool
 	running, waiting, slots, kvUse float64
@@ -136,6 +140,20 @@ func (t *target) readLocked(tr *targetReading) {
 		}
 	}
 	tr.constrained, tr.constrainedValid, tr.toolCalls = 0, 0, 0
+	tr.maskMean, tr.compileMean = 0, 0
+	if ct := t.tot.Constraints; ct != nil {
+		if n := ct.Mask.Count(); n > 0 {
+			tr.maskMean = ct.Mask.Sum / float64(n)
+		}
+		var sum float64
+		var n uint64
+		for k := range ct.Compile {
+			sum, n = sum+ct.Compile[k].Sum, n+ct.Compile[k].Count()
+		}
+		if n > 0 {
+			tr.compileMean = sum / float64(n)
+		}
+	}
 	if c := t.cons; c != nil {
 		no := len(schema.ConstraintOutcomes)
 		for i, s := range c.requests {

@@ -162,6 +162,10 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 		b = appendKeyNum(b, 2, "slots", tr.slots)
 		b = appendKeyNum(b, 3, "kv_cache_usage_ratio", tr.kvUse)
 	}
+	b = append(b, `},"constraint_mean_seconds":{"mask_per_token":`...)
+	b = appendNum(b, tr.maskMean)
+	b = append(b, `,"compile":`...)
+	b = appendNum(b, tr.compileMean)
 	b = append(b, `},"decode_time_by_batch_size":[`...)
 	first := true
 	for n := range schema.MaxBatch {

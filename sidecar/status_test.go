@@ -99,7 +99,11 @@ type statusDoc struct {
 			ToolCalls        uint64            `json:"tool_calls"`
 			ByType           map[string]uint64 `json:"errors_by_type"`
 		} `json:"totals"`
-		Now   map[string]float64 `json:"now"`
+		Now             map[string]float64 `json:"now"`
+		ConstraintMeans struct {
+			MaskPerToken float64 `json:"mask_per_token"`
+			Compile      float64 `json:"compile"`
+		} `json:"constraint_mean_seconds"`
 		Batch []struct {
 			BatchSize int     `json:"batch_size"`
 			Steps     uint64  `json:"steps"`

@@ -17,7 +17,7 @@ const [baseURL, model, maxTokensArg] = process.argv.slice(2);
 const maxTokens = Number(maxTokensArg);
 
 const { default: OpenAI } = await imp("openai");
-const { generateObject, generateText, tool, zodSchema } = await imp("ai");
+const { generateObject, generateText, streamText, tool, zodSchema } = await imp("ai");
 const { createOpenAI } = await imp("@ai-sdk/openai");
 const { z } = await imp("zod");
 
@@ -101,6 +101,45 @@ const cases = {
       weatherArgs.parse(JSON.parse(c.args));
     }
     return { detail: `${calls.length} call(s) in ${fragments} argument fragments: ${calls.map((c) => c.args).join(" ")}`, finish };
+  },
+  "ai streamText tools required openai(model)": async () => {
+    const r = streamText({
+      model: provider(model), prompt: "Weather in Paris?", maxOutputTokens: maxTokens, seed: 7,
+      tools: { get_weather: tool({ description: "Weather in a city", inputSchema: weatherArgs }) }, toolChoice: "required",
+    });
+    let deltas = 0;
+    for await (const p of r.fullStream) {
+      if (p.type === "tool-input-delta") deltas++;
+      if (p.type === "error") throw p.error;
+    }
+    const calls = await r.toolCalls, finish = await r.finishReason;
+    if (calls.length < 1 || finish !== "tool-calls") throw new Error(`calls ${JSON.stringify(calls)} finish ${finish}`);
+    for (const c of calls) {
+      if (c.toolName !== "get_weather") throw new Error(`tool ${c.toolName}`);
+      weatherArgs.parse(c.input);
+    }
+    return { detail: `${JSON.stringify(calls.map((c) => c.input))} in ${deltas} input deltas`, finish };
+  },
+  "openai responses stream function_call": async () => {
+    const stream = await client.responses.create({
+      model, input: "Weather in Paris?", max_output_tokens: maxTokens, stream: true,
+      tools: [{ type: "function", name: "get_weather", description: "Weather in a city", parameters: weatherSchema, strict: true }],
+      tool_choice: "required",
+    });
+    const args = {};
+    let final = null;
+    for await (const ev of stream) {
+      if (ev.type === "response.function_call_arguments.delta") args[ev.output_index] = (args[ev.output_index] || "") + ev.delta;
+      if (ev.type === "response.completed") final = ev.response;
+    }
+    const calls = (final && final.output || []).filter((o) => o.type === "function_call");
+    if (calls.length < 1) throw new Error(`no function_call in ${JSON.stringify(final)}`);
+    for (const c of calls) {
+      const i = final.output.indexOf(c);
+      if (!c.call_id || c.name !== "get_weather" || args[i] !== c.arguments) throw new Error(`call ${JSON.stringify(c)}, streamed ${args[i]}`);
+      weatherArgs.parse(JSON.parse(c.arguments));
+    }
+    return { detail: calls.map((c) => c.arguments).join(" "), finish: final.status };
   },
 };
 

@@ -9,6 +9,11 @@
 // are decode batches, then prefill lengths, ascending, each at every
 // thread count present, ascending. A missing result is "-".
 //
+// Then BenchmarkConstrained's table (constrained.go): decode tokens/s
+// without and with a JSON schema side by side, their ratio and the
+// grammar mask's cost. Either table is left out when its benchmark has no
+// result; the input must hold one of them.
+//
 //	go run ./tools/benchtable build/bench.txt
 //
 // make bench (scripts/bench.sh) runs it after benchstat.
@@ -16,6 +21,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -31,17 +37,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: benchtable BENCH_OUTPUT (go test -bench output, e.g. build/bench.txt)")
 		os.Exit(2)
 	}
-	f, err := os.Open(os.Args[1])
+	in, err := os.ReadFile(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
-	defer f.Close()
-	t, err := parse(f)
-	if err == nil {
-		err = t.write(os.Stdout)
-	}
-	if err != nil {
+	if err := writeAll(os.Stdout, in); err != nil {
 		fmt.Fprintf(os.Stderr, "benchtable: %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
@@ -49,6 +50,34 @@ func main() {
 
 // errNoResults is parse's error for input without a BenchmarkTypes result.
 var errNoResults = errors.New("no BenchmarkTypes results")
+
+// writeAll writes the tables of the results in, a blank line between
+// them; an error when there are none.
+func writeAll(w io.Writer, in []byte) error {
+	t, err := parse(bytes.NewReader(in))
+	if err != nil && !errors.Is(err, errNoResults) {
+		return err
+	}
+	ct, cerr := parseConstrained(bytes.NewReader(in))
+	if cerr != nil {
+		return cerr
+	}
+	if t == nil && len(ct.rows) == 0 {
+		return errors.New("no BenchmarkTypes or BenchmarkConstrained results")
+	}
+	if t != nil {
+		if err := t.write(w); err != nil {
+			return err
+		}
+	}
+	if len(ct.rows) > 0 {
+		if t != nil {
+			io.WriteString(w, "\n")
+		}
+		return ct.write(w)
+	}
+	return nil
+}
 
 // column is one throughput column: decode at batch n, or prefill of n
 // tokens, at a thread count.

@@ -111,3 +111,58 @@ func TestMedian(t *testing.T) {
 	f("99.5", 99.5)
 	f("-3.0", -3, -5, 10)
 }
+
+// TestConstrainedTable: BenchmarkConstrained's rows, compared with
+// testdata/constrained.golden, whose medians were worked by hand: m-q4_0
+// b1 none (56.94, 56.06) → 56.5, schema (52, 54) → 53, ratio 0.938, mask
+// (20.5, 21.5) → 21.0 µs, share (0.04, 0.06) → 5.0%; b8 none (88.75,
+// 88.02) → 88.385 → 88.4, schema (80, 70, 75) → 75, ratio 0.849, mask 35
+// µs, share 12.0%; n's schema side skipped: dashes.
+func TestConstrainedTable(t *testing.T) {
+	in, err := os.ReadFile("testdata/constrained.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeAll(&out, in); err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("testdata/constrained.golden", out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("testdata/constrained.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("table:\n%s\nwant (testdata/constrained.golden):\n%s", out.String(), want)
+	}
+}
+
+// TestWriteAllBoth: with both benchmarks' results, both tables, the
+// per-type one first; with neither, an error naming both.
+func TestWriteAllBoth(t *testing.T) {
+	types, err := os.ReadFile("testdata/bench.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := os.ReadFile("testdata/constrained.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeAll(&out, append(append([]byte{}, types...), cons...)); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	i, j := strings.Index(s, "BenchmarkTypes:"), strings.Index(s, "\n\nBenchmarkConstrained:")
+	if i != 0 || j < 0 {
+		t.Errorf("want the per-type table, a blank line, the constrained table:\n%s", s)
+	}
+	err = writeAll(&out, []byte("PASS\n"))
+	if err == nil || err.Error() != "no BenchmarkTypes or BenchmarkConstrained results" {
+		t.Errorf("no results: %v", err)
+	}
+}

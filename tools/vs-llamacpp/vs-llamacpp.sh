@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # vs-llamacpp: picometer and llama.cpp side by side on the same GGUF files.
 #
-#   LLAMA_CPP_DIR=/tmp/llama.cpp tools/vs-llamacpp/vs-llamacpp.sh MODEL.gguf...
+#   tools/vs-llamacpp/vs-llamacpp.sh MODEL.gguf...
 #
-# LLAMA_CPP_DIR is a llama.cpp checkout with llama-bench and
-# llama-batched-bench built (in build/bin). For each model the two engines
+# llama.cpp's llama-bench and llama-batched-bench come from build/llama.cpp-bin
+# (make llamacpp builds them from the vendored source), or from
+# $LLAMA_CPP_DIR/build/bin when LLAMA_CPP_DIR names another checkout. For each model the two engines
 # run alternately, PAIRS times each (default 5), on the same file (a copy
 # whose tokenizer.ggml.model says "llama": llama.cpp refuses picometer's
 # byte vocabulary; the tensors are the same bytes). Printed per measurement:
@@ -28,17 +29,18 @@
 # line below the measurement, with llama.cpp's last stderr lines; a
 # measurement with no number at all says "failed". The load average is
 # printed before and after each model.
-# Without LLAMA_CPP_DIR (or without its binaries) it says so and exits 0:
+# Without the binaries it says so and exits 0:
 # CI does not need it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=${LLAMA_CPP_DIR:-}/build/bin
-if [[ -z ${LLAMA_CPP_DIR:-} || ! -x $bin/llama-bench || ! -x $bin/llama-batched-bench ]]; then
-	echo "vs-llamacpp: skipped: set LLAMA_CPP_DIR to a llama.cpp checkout with llama-bench and llama-batched-bench built in build/bin"
+bin=build/llama.cpp-bin
+[[ -n ${LLAMA_CPP_DIR:-} ]] && bin=$LLAMA_CPP_DIR/build/bin
+if [[ ! -x $bin/llama-bench || ! -x $bin/llama-batched-bench ]]; then
+	echo "vs-llamacpp: skipped: no llama-bench and llama-batched-bench in $bin (make llamacpp builds them there, or set LLAMA_CPP_DIR to a llama.cpp checkout with both built in build/bin)"
 	exit 0
 fi
 if [[ $# -lt 1 ]]; then
-	echo "usage: LLAMA_CPP_DIR=DIR $0 MODEL.gguf..." >&2
+	echo "usage: [LLAMA_CPP_DIR=DIR] $0 MODEL.gguf..." >&2
 	exit 2
 fi
 pairs=${PAIRS:-5}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// This file tabulates BenchmarkConstrained (daemon/constrained_bench_test.go):
+// one row per model, batch size and thread count, with decode tokens/s
+// without a constraint and with a JSON schema side by side, their ratio
+// (of the medians), and the schema side's grammar mask: the mean time of
+// one token's mask (mask_us) and mask time as a share of step time
+// (mask_share), each the median of the runs.
+
+// cKey is one row of the constrained table.
+type cKey struct {
+	model   string
+	batch   int
+	threads int
+}
+
+// cRow holds one row's samples by metric: "none" and "json_schema" (tok/s
+// of each side), "mask_us", "mask_share".
+type cRow struct {
+	key     cKey
+	samples map[string][]float64
+}
+
+// ctable is BenchmarkConstrained's results in the order rows first appear.
+type ctable struct{ rows []*cRow }
+
+// parseConstrained reads go test -bench output and keeps the
+// BenchmarkConstrained results (an empty table when there are none).
+// Names are model=M/threads=T/decode/batch=N/constraint=C.
+func parseConstrained(r io.Reader) (*ctable, error) {
+	t := &ctable{}
+	byKey := map[cKey]*cRow{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkConstrained/") {
+			continue
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue // a -v line naming the benchmark, not a result
+		}
+		el := strings.Split(procs.ReplaceAllString(f[0], ""), "/")
+		bad := fmt.Errorf("line %d: %s: want BenchmarkConstrained/model=M/threads=T/decode/batch=N/constraint=C", line, f[0])
+		if len(el) != 6 || el[3] != "decode" {
+			return nil, bad
+		}
+		var k cKey
+		var kind string
+		var ok1, ok2, ok3, ok4 bool
+		var ts, ns string
+		k.model, ok1 = strings.CutPrefix(el[1], "model=")
+		ts, ok2 = strings.CutPrefix(el[2], "threads=")
+		ns, ok3 = strings.CutPrefix(el[4], "batch=")
+		kind, ok4 = strings.CutPrefix(el[5], "constraint=")
+		var err1, err2 error
+		k.threads, err1 = strconv.Atoi(ts)
+		k.batch, err2 = strconv.Atoi(ns)
+		if !ok1 || !ok2 || !ok3 || !ok4 || err1 != nil || err2 != nil || kind == "" {
+			return nil, bad
+		}
+		metrics := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %q is not a number", line, f[i])
+			}
+			metrics[f[i+1]] = v
+		}
+		tok, ok := metrics["tok/s"]
+		if !ok {
+			return nil, fmt.Errorf("line %d: %s: no tok/s", line, f[0])
+		}
+		rw := byKey[k]
+		if rw == nil {
+			rw = &cRow{key: k, samples: map[string][]float64{}}
+			byKey[k] = rw
+			t.rows = append(t.rows, rw)
+		}
+		rw.samples[kind] = append(rw.samples[kind], tok)
+		if kind != "none" {
+			for _, m := range []string{"mask_us", "mask_share"} {
+				if v, ok := metrics[m]; ok {
+					rw.samples[m] = append(rw.samples[m], v)
+				}
+			}
+		}
+	}
+	t.sortRows()
+	return t, sc.Err()
+}
+
+// write prints the table, aligned, under a line saying what it holds.
+func (t *ctable) write(w io.Writer) error {
+	lo, hi := -1, 0
+	for _, r := range t.rows {
+		for _, k := range []string{"none", "json_schema"} {
+			if n := len(r.samples[k]); n > 0 {
+				if lo < 0 || n < lo {
+					lo = n
+				}
+				hi = max(hi, n)
+			}
+		}
+	}
+	n := strconv.Itoa(max(lo, 0))
+	if lo != hi {
+		n = fmt.Sprintf("%d-%d", max(lo, 0), hi)
+	}
+	fmt.Fprintf(w, "BenchmarkConstrained: decode tokens/s without a constraint and with a JSON schema, their ratio, and the schema's grammar mask (mean µs per token, share of step time); medians of %s runs\n", n)
+	lines := [][]string{{"model", "batch", "threads", "none", "json_schema", "ratio", "mask µs", "mask share"}}
+	for _, r := range t.rows {
+		ratio := "-"
+		a, ok1 := median(r.samples["none"])
+		b, ok2 := median(r.samples["json_schema"])
+		if ok1 && ok2 && a > 0 {
+			ratio = strconv.FormatFloat(b/a, 'f', 3, 64)
+		}
+		share := "-"
+		if m, ok := median(r.samples["mask_share"]); ok {
+			share = strconv.FormatFloat(100*m, 'f', 1, 64) + "%"
+		}
+		lines = append(lines, []string{r.key.model, strconv.Itoa(r.key.batch), strconv.Itoa(r.key.threads),
+			cell(r.samples["none"]), cell(r.samples["json_schema"]), ratio, cell(r.samples["mask_us"]), share})
+	}
+	width := make([]int, len(lines[0]))
+	for _, l := range lines {
+		for i, s := range l {
+			width[i] = max(width[i], len([]rune(s)))
+		}
+	}
+	var sb strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&sb, "%s%s", l[0], strings.Repeat(" ", width[0]-len([]rune(l[0]))))
+		for i, s := range l[1:] {
+			sb.WriteString("  " + strings.Repeat(" ", width[i+1]-len([]rune(s))) + s)
+		}
+		sb.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+// sortRows orders rows by model (first appearance kept), then batch and
+// threads ascending.
+func (t *ctable) sortRows() {
+	first := map[string]int{}
+	for i, r := range t.rows {
+		if _, ok := first[r.key.model]; !ok {
+			first[r.key.model] = i
+		}
+	}
+	slices.SortStableFunc(t.rows, func(a, b *cRow) int {
+		switch {
+		case a.key.model != b.key.model:
+			return first[a.key.model] - first[b.key.model]
+		case a.key.batch != b.key.batch:
+			return a.key.batch - b.key.batch
+		}
+		return a.key.threads - b.key.threads
+	})
+}
