@@ -150,4 +150,3 @@ func quantile(v []float64, q float64) float64 {
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
-
