@@ -179,13 +179,24 @@ static void masks(void)
 		goto out0;
 	int32_t n = e->vocab, eos = e->m->eos_id;
 	const char *alpha = "{}\":, abc019tre\xc3\xa9\xa9x";
+	const char *sentence = "{ \"a\xc3\xa9\": {\"b\":12, \"c\":true}}";
+	/* every byte of the sentence also has a 1-byte token (ids 200..),
+	 * so the request can be advanced along it below */
+	char distinct[64] = "";
+	for (const char *c = sentence; *c; c++)
+		if (!strchr(distinct, *c))
+			distinct[strlen(distinct)] = *c;
+	int32_t nd = (int32_t)strlen(distinct);
 	uint8_t *bytes = malloc((size_t)n * 6);
 	uint32_t *offs = malloc(sizeof *offs * ((size_t)n + 1));
 	float *l = malloc(sizeof *l * (size_t)n);
 	offs[0] = 0;
 	for (int32_t i = 0; i < n; i++) {
 		int len = i % 50 == 0 || i == eos ? 0 : 1 + (int)(rnd() % 6); /* control tokens */
-		if (i >= 2 && i % 31 == 0) { /* duplicates */
+		if (i >= 200 && i < 200 + nd && i != eos) {
+			len = 1;
+			bytes[offs[i]] = (uint8_t)distinct[i - 200];
+		} else if (i >= 2 && i % 31 == 0) { /* duplicates */
 			len = (int)(offs[i - 1] - offs[i - 2]);
 			memcpy(bytes + offs[i], bytes + offs[i - 2], (size_t)len);
 		} else {
@@ -203,7 +214,6 @@ static void masks(void)
 	r->p.n_stop = 0;
 	memset(&r->st, 0, sizeof r->st);
 	CHECK(gmask_start(e, r) == PM_OK, "start: %s", pm_engine_errmsg(e));
-	const char *sentence = "{ \"a\xc3\xa9\": {\"b\":12, \"c\":true}}";
 	size_t slen = strlen(sentence);
 	static int32_t cur[GM_STATE_CAP];
 	gm_scratch sc = {SCR};
@@ -232,9 +242,8 @@ static void masks(void)
 		CHECK(e->met.mask_cache_hits >= hits0 + 1, "prefix %zu: the second mask was no cache hit",
 		      k);
 		if (k < slen) {
-			/* advance the request by a token of the sentence's next byte
-			 * (present in the vocabulary as one of its 1-byte tokens,
-			 * else by hand through a matching multi-byte token) */
+			/* advance the request by the 1-byte token of the
+			 * sentence's next byte (ids 200..) */
 			int32_t tok = -1;
 			for (int32_t t = 0; t < n && tok < 0; t++)
 				if (offs[t + 1] - offs[t] == 1 && bytes[offs[t]] == (uint8_t)sentence[k])
