@@ -98,12 +98,17 @@ func startStructured(t *testing.T, vocab, tmpl string) *testServer {
 	return startServer(t, eng, func(c *Config) { c.Model, c.ChatTemplate = path, tmpl })
 }
 
+// noGrammarEngine is the real engine without SetTokenBytes: an engine that
+// cannot enforce constraints.
+type noGrammarEngine struct{ Engine }
+
 // TestConstraintRefusedByEngine: an engine without constrained decoding
 // refuses every constraint by name (never accepts and ignores it).
 func TestConstraintRefusedByEngine(t *testing.T) {
-	ts := startTiny(t, nil)
+	eng, m := openTiny(t, nil)
+	ts := startServer(t, noGrammarEngine{eng}, m)
 	if ts.d.grammarErr == "" {
-		t.Skip("the engine enforces constraints (TestStructuredClients)")
+		t.Fatal("an engine without SetTokenBytes serves constraints")
 	}
 	for _, tc := range []struct{ path, body, param string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format"},

@@ -182,7 +182,8 @@ int pm_grammar_compile(const char *text, size_t len, pm_grammar **out, char *err
 			for (int32_t a = 0; a < c.rules[r].n_alts; a++) {
 				vec *v = &c.rules[r].alts[a];
 				g->alt_start[na++] = ne;
-				memcpy(g->elems + ne, v->v, sizeof *v->v * (size_t)v->n);
+				if (v->n) /* an empty alternative has no vector */
+					memcpy(g->elems + ne, v->v, sizeof *v->v * (size_t)v->n);
 				ne += v->n;
 				g->elems[ne++] = PM_GE_END;
 			}

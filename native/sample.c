@@ -218,8 +218,8 @@ static void logprobs(pm_engine *e, const req *r, int sx, int j, const float *log
 		ids[at2] = i;
 	}
 	float lse = (float)((double)mx + log(sum));
-	for (int i = 0; i < k; i++)
-		lps[i] -= lse;
+	for (int i = 0; i < k; i++) /* a token a grammar masked (-inf): -9999, as OpenAI reports */
+		lps[i] = lps[i] == -INFINITY ? -9999.0f : lps[i] - lse;
 	e->lp[at] = logits[tok] / t - lse;
 }
 

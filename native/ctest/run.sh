@@ -60,7 +60,7 @@ for t in native/ctest/test_*.c; do
 	# the loader, the attention kernels, the sampler and the KV bookkeeping
 	# start no threads; test_shapes and test_pool set their own thread counts
 	case $t in
-	*/test_gguf.c | */test_shapes.c | */test_attend.c | */test_sample.c | */test_kv.c | */test_prefix.c | */test_pool.c)
+	*/test_grammar_mask.c | */test_gguf.c | */test_shapes.c | */test_attend.c | */test_sample.c | */test_kv.c | */test_prefix.c | */test_pool.c)
 		runs=(1)
 		;;
 	esac
