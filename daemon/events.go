@@ -120,6 +120,8 @@ func engineBody(s *native.Snapshot, dst *schema.EngineBody) {
 	dst.Preemptions = s.Preemptions
 	dst.RequestsFinished = s.RequestsFinished
 	dst.StepsDropped = s.StepsDropped
+	dst.PrefixQueries, dst.PrefixHits, dst.PrefixEvictions = s.PrefixQueries, s.PrefixHits, s.PrefixEvictions
+	dst.KVBlocksCached = s.KVBlocksCached
 	dst.Running, dst.Waiting, dst.Slots = s.Running, s.Waiting, s.Slots
 	dst.KVBlocksUsed, dst.KVBlocksTotal = s.KVBlocksUsed, s.KVBlocksTotal
 	dst.KVCacheUsage = 0

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPrefixCacheUsage: a repeated prompt's K/V comes from the engine's
@@ -18,6 +19,7 @@ func TestPrefixCacheUsage(t *testing.T) {
 		ts := startTiny(t, func(c *Config) { c.Engine.PrefixCaching = on })
 		var texts []string
 		var cached []int
+		prompts := 0
 		for i := 0; i < 2; i++ {
 			r := ts.post("/v1/completions", body)
 			if r.status != 200 {
@@ -36,6 +38,28 @@ func TestPrefixCacheUsage(t *testing.T) {
 				t.Errorf("caching %v, request %d: %d of %d prompt tokens cached (the last is always computed)", on, i, n, c.Usage.PromptTokens)
 			}
 			cached = append(cached, n)
+			prompts += c.Usage.PromptTokens
+		}
+		// picometerd's own /metrics counts the same tokens, under the
+		// schema names and vLLM's, live (published after the loop's next
+		// iteration, hence the wait).
+		hits := float64(cached[0] + cached[1])
+		queries := float64(prompts)
+		if !on {
+			queries = 0
+		}
+		var m map[string]float64
+		waitFor(t, 10*time.Second, "the routing scrape to count the prefix cache", func() bool {
+			m = scrapeRouting(t, ts.url)
+			return seriesValue(m, "vllm:prefix_cache_queries_total{") == queries
+		})
+		for _, name := range []string{"picometer_engine_prefix_cache_hits_total{", "vllm:prefix_cache_hits_total{"} {
+			if got := seriesValue(m, name); got != hits {
+				t.Errorf("caching %v: %s} = %v, want the requests' cached tokens %v", on, name, got, hits)
+			}
+		}
+		if got := seriesValue(m, "picometer_engine_prefix_cache_queries_total{"); got != queries {
+			t.Errorf("caching %v: prefix_cache_queries_total = %v, want the prompt tokens %v", on, got, queries)
 		}
 		if texts[0] != texts[1] {
 			t.Errorf("caching %v: the repeated prompt answered %q, the first %q", on, texts[1], texts[0])
@@ -85,4 +109,15 @@ func TestPrefixCacheUsage(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// seriesValue is the value of the one series of m whose key starts with
+// prefix (name and "{"), or -1 when none does.
+func seriesValue(m map[string]float64, prefix string) float64 {
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			return v
+		}
+	}
+	return -1
 }

@@ -25,6 +25,7 @@ const pathRoutingMetrics = "/metrics"
 type routingGauges struct {
 	running, waiting atomic.Int64
 	kvUsed, kvTotal  atomic.Int64
+	prefixQ, prefixH atomic.Int64  // prefix-cache tokens queried and hit
 	cfg              native.Config // set before the loop starts, then read-only
 }
 
@@ -45,6 +46,17 @@ func (g *routingGauges) publish(eng Engine) {
 		g.kvUsed.Store(int64(used))
 		g.kvTotal.Store(int64(total))
 	}
+	if pc, ok := eng.(prefixReporter); ok {
+		q, h := pc.PrefixCache()
+		g.prefixQ.Store(q)
+		g.prefixH.Store(h)
+	}
+}
+
+// prefixReporter is the engine's optional prefix-cache reading
+// (*native.Engine has it); an engine without it reports 0.
+type prefixReporter interface {
+	PrefixCache() (queries, hits int64)
 }
 
 // routingMetrics serves the routing gauges in the Prometheus text format.
@@ -76,7 +88,11 @@ func (d *Daemon) appendRoutingMetrics(b []byte) []byte {
 	for _, rg := range schema.RoutingProfile {
 		f := schema.Lookup(rg.Family)
 		name := f.PromName()
-		b = appendHelpType(b, name, rg.Help)
+		typ := "gauge"
+		if f.Kind == schema.KindCounter {
+			typ = "counter"
+		}
+		b = appendHelpType(b, name, rg.Help, typ)
 		b = append(b, name...)
 		b = modelLabels(append(b, '{'))
 		var v float64
@@ -88,6 +104,10 @@ func (d *Daemon) appendRoutingMetrics(b []byte) []byte {
 			v, aliasLabels = float64(running), vllmLabels
 		case schema.IDKVCacheUsage:
 			v, aliasLabels = usage, vllmLabels
+		case schema.IDPrefixQueries:
+			v, aliasLabels = float64(g.prefixQ.Load()), vllmLabels
+		case schema.IDPrefixHits:
+			v, aliasLabels = float64(g.prefixH.Load()), vllmLabels
 		case schema.IDEngineInfo:
 			for _, kv := range [][2]string{
 				{schema.AttrBMax.PromLabel(), strconv.Itoa(ec.BMax)},
@@ -111,14 +131,14 @@ func (d *Daemon) appendRoutingMetrics(b []byte) []byte {
 			continue
 		}
 		for _, a := range rg.Aliases {
-			b = appendHelpType(b, a.Name, rg.Help)
+			b = appendHelpType(b, a.Name, rg.Help, typ)
 			b = aliasLabels(append(append(b, a.Name...), '{'))
 			b = appendValue(append(b, '}', ' '), v)
 		}
 	}
 	if d.cfg.Compat {
 		a := schema.LoRAInfoAlias
-		b = appendHelpType(b, a.Name, "LoRA adapters: none; the value is the daemon's start time.")
+		b = appendHelpType(b, a.Name, "LoRA adapters: none; the value is the daemon's start time.", "gauge")
 		b = append(b, a.Name...)
 		b = appendLabel(append(b, '{'), "max_lora", "0", true)
 		b = appendLabel(b, "running_lora_adapters", "", false)
@@ -128,14 +148,16 @@ func (d *Daemon) appendRoutingMetrics(b []byte) []byte {
 	return b
 }
 
-func appendHelpType(b []byte, name, help string) []byte {
+func appendHelpType(b []byte, name, help, typ string) []byte {
 	b = append(b, "# HELP "...)
 	b = append(b, name...)
 	b = append(b, ' ')
 	b = append(b, help...)
 	b = append(b, "\n# TYPE "...)
 	b = append(b, name...)
-	return append(b, " gauge\n"...)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	return append(b, '\n')
 }
 
 // appendLabel appends name="value" (escaped as the text format requires),

@@ -50,6 +50,9 @@ func (f *fakeEngine) KVBlocks() (used, total int) {
 	return r, f.cfg.KVBlocks
 }
 
+// PrefixCache makes the fake engine a prefixReporter with fixed totals.
+func (f *fakeEngine) PrefixCache() (queries, hits int64) { return 2030, 1984 }
+
 // TestRoutingMetrics fills the one slot and two waiting places of a
 // daemon and reads the routing gauges under their schema and vLLM names:
 // they follow the engine at once, not at the next snapshot (the snapshot
@@ -92,6 +95,14 @@ func TestRoutingMetrics(t *testing.T) {
 		strconv.FormatInt(ts.d.loop.gauges.kvTotal.Load(), 10) + `"}`
 	if m[info] != 1 {
 		t.Errorf("%s missing or not 1 in %v", info, m)
+	}
+	for name, want := range map[string]float64{
+		"picometer_engine_prefix_cache_queries_total" + lbl: 2030, "vllm:prefix_cache_queries_total" + vl: 2030,
+		"picometer_engine_prefix_cache_hits_total" + lbl: 1984, "vllm:prefix_cache_hits_total" + vl: 1984,
+	} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
 	}
 	lora := `vllm:lora_requests_info{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""}`
 	if m[lora] != float64(ts.d.created) {

@@ -187,6 +187,23 @@ func Overview() *Dashboard {
 		target(increaseRatio(sel(alerts.Series(schema.IDBatchTime, ""), stepPhases), sel(alerts.Series(schema.IDBatchSteps, ""), stepPhases),
 			alerts.LabelPhase, alerts.LabelBatchSize), "{{phase}} batch {{batch_size}}")))
 
+	// ---- prefix cache -----------------------------------------------------
+	b.row("Prefix cache")
+	hr := timeseries("Prefix-cache hit ratio", unitPercent,
+		"Prompt tokens found in the prefix cache / prompt tokens looked up: rate(hits) / rate(queries). "+
+			help(schema.IDPrefixHits)+" "+help(schema.IDPrefixQueries),
+		target(fmt.Sprintf("%s / %s",
+			rate(sel(alerts.Series(schema.IDPrefixHits, "")), lModel, lInstance),
+			rate(sel(alerts.Series(schema.IDPrefixQueries, "")), lModel, lInstance)), modelLegend))
+	hr.FieldConfig.Defaults.Min, hr.FieldConfig.Defaults.Max = ptr(0.0), ptr(1.0)
+	b.add(8, 8, hr)
+	b.add(8, 8, timeseries("Prefix-cached KV blocks", unitShort,
+		help(schema.IDKVBlocksCached),
+		target(fmt.Sprintf("sum by (%s, %s) (%s)", lModel, lInstance, sel(alerts.Series(schema.IDKVBlocksCached, ""))), modelLegend)))
+	b.add(8, 8, timeseries("Prefix-cache evictions", "suffix: blocks/s",
+		"Cached blocks evicted per second. "+help(schema.IDPrefixEvictions),
+		target(rate(sel(alerts.Series(schema.IDPrefixEvictions, "")), lModel, lInstance), modelLegend)))
+
 	// ---- speculative decoding -------------------------------------------
 	b.row("Speculative decoding")
 	acc := withBelowThreshold(timeseries("Draft acceptance rate", unitPercent,

@@ -155,20 +155,9 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 		return seterr(e, PM_ERR_NOMEM, "kv cache: size overflows");
 	ALLOC(e->kcache, kv);
 	ALLOC(e->vcache, kv);
-	ALLOC(e->free_blocks, e->n_blocks);
-	e->pc_mask = 1;
-	while (e->pc_mask < 2u * (uint32_t)e->n_blocks)
-		e->pc_mask <<= 1;
-	e->pc_mask--;
-	ALLOC(e->pc_ref, e->n_blocks);
-	ALLOC(e->pc_hashed, e->n_blocks);
-	ALLOC(e->pc_hash, e->n_blocks);
-	ALLOC(e->pc_parent, e->n_blocks);
-	ALLOC(e->pc_tokens, (size_t)e->n_blocks * e->bs);
-	ALLOC(e->pc_chain, e->n_blocks);
-	ALLOC(e->pc_bucket, (size_t)e->pc_mask + 1);
-	ALLOC(e->lru_prev, e->n_blocks);
-	ALLOC(e->lru_next, e->n_blocks);
+	if (prefix_alloc(e) != 0)
+		return seterr(e, PM_ERR_NOMEM, "out of memory allocating the prefix cache's bookkeeping (%d blocks of %d tokens)",
+			      e->n_blocks, e->bs);
 	ALLOC(e->slots, b);
 	ALLOC(e->tables, (size_t)b * e->blocks_per_slot);
 	ALLOC(e->reqs, e->n_reqs);
@@ -250,16 +239,7 @@ void pm_engine_free(pm_engine *e)
 	free(e->rope_sin);
 	free(e->kcache);
 	free(e->vcache);
-	free(e->free_blocks);
-	free(e->pc_ref);
-	free(e->pc_hashed);
-	free(e->pc_hash);
-	free(e->pc_parent);
-	free(e->pc_tokens);
-	free(e->pc_chain);
-	free(e->pc_bucket);
-	free(e->lru_prev);
-	free(e->lru_next);
+	prefix_free(e);
 	free(e->slots);
 	free(e->tables);
 	free(e->reqs);

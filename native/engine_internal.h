@@ -267,6 +267,13 @@ void forward_rows(pm_engine *e, int n, int nl);
 
 /* ---- prefix.c ---- */
 
+/* prefix_alloc allocates the per-block bookkeeping (free stack, references,
+ * hashes, tokens, hash table, LRU links) for e->n_blocks blocks of e->bs
+ * tokens; 0, or -1 when out of memory (prefix_free then frees what was
+ * allocated). prefix_free frees it all and may be called on a partial or
+ * empty allocation. The tests build engines with these too. */
+int prefix_alloc(pm_engine *e);
+void prefix_free(pm_engine *e);
 void prefix_init(pm_engine *e);
 int prefix_take(pm_engine *e);
 void prefix_release(pm_engine *e, int b);

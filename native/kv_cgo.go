@@ -22,3 +22,17 @@ func (e *Engine) KVBlocks() (used, total int) {
 	}
 	return int(m.kv_blocks_used), int(m.kv_blocks_total)
 }
+
+// PrefixCache returns the prefix cache's cumulative counters as they are
+// now: prompt tokens looked up and found (both 0 with NoPrefixCache).
+// Same rules and cost as KVBlocks.
+func (e *Engine) PrefixCache() (queries, hits int64) {
+	if e.c == nil {
+		return 0, 0
+	}
+	var m *C.pm_engine_metrics
+	if C.pm_engine_get_metrics(e.c, &m) != C.PM_OK {
+		return 0, 0
+	}
+	return int64(m.prefix_queries), int64(m.prefix_hits)
+}

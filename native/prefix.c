@@ -30,6 +30,7 @@
  * Hash table and lists are arrays sized at build (prefix_alloc); nothing
  * here allocates in the step loop.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine_internal.h"
@@ -100,6 +101,59 @@ static void lru_append(pm_engine *e, int b)
 	else
 		e->lru_head = b;
 	e->lru_tail = b;
+}
+
+/* calloc of n elements of size bytes, overflow-checked; NULL on failure. */
+static void *pc_calloc(size_t n, size_t size)
+{
+	size_t b;
+	if (n == 0 || __builtin_mul_overflow(n, size, &b))
+		return NULL;
+	return calloc(n, size);
+}
+
+int prefix_alloc(pm_engine *e)
+{
+	size_t n = (size_t)e->n_blocks;
+	e->pc_mask = 1;
+	while (e->pc_mask < 2u * (uint32_t)e->n_blocks)
+		e->pc_mask <<= 1;
+	e->pc_mask--;
+	if (!(e->free_blocks = pc_calloc(n, sizeof *e->free_blocks)) ||
+	    !(e->pc_ref = pc_calloc(n, sizeof *e->pc_ref)) ||
+	    !(e->pc_hashed = pc_calloc(n, sizeof *e->pc_hashed)) ||
+	    !(e->pc_hash = pc_calloc(n, sizeof *e->pc_hash)) ||
+	    !(e->pc_parent = pc_calloc(n, sizeof *e->pc_parent)) ||
+	    !(e->pc_tokens = pc_calloc(n * (size_t)e->bs, sizeof *e->pc_tokens)) ||
+	    !(e->pc_chain = pc_calloc(n, sizeof *e->pc_chain)) ||
+	    !(e->pc_bucket = pc_calloc((size_t)e->pc_mask + 1, sizeof *e->pc_bucket)) ||
+	    !(e->lru_prev = pc_calloc(n, sizeof *e->lru_prev)) ||
+	    !(e->lru_next = pc_calloc(n, sizeof *e->lru_next)))
+		return -1;
+	return 0;
+}
+
+void prefix_free(pm_engine *e)
+{
+	free(e->free_blocks);
+	free(e->pc_ref);
+	free(e->pc_hashed);
+	free(e->pc_hash);
+	free(e->pc_parent);
+	free(e->pc_tokens);
+	free(e->pc_chain);
+	free(e->pc_bucket);
+	free(e->lru_prev);
+	free(e->lru_next);
+	e->free_blocks = NULL;
+	e->pc_ref = NULL;
+	e->pc_hashed = NULL;
+	e->pc_hash = NULL;
+	e->pc_parent = NULL;
+	e->pc_tokens = NULL;
+	e->pc_chain = NULL;
+	e->pc_bucket = NULL;
+	e->lru_prev = e->lru_next = NULL;
 }
 
 void prefix_init(pm_engine *e)

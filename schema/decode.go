@@ -331,7 +331,8 @@ func (b *EngineBody) validate() error {
 		{"prefill_tokens_sum", b.PrefillTokensSum}, {"decode_tokens_sum", b.DecodeTokensSum},
 		{"jump_forward_tokens_sum", b.JumpForwardTokensSum},
 		{"preemptions", b.Preemptions}, {"requests_finished", b.RequestsFinished},
-		{"events_dropped", b.EventsDropped}, {"events_write_failed", b.EventsWriteFailed}, {"steps_dropped", b.StepsDropped}} {
+		{"events_dropped", b.EventsDropped}, {"events_write_failed", b.EventsWriteFailed}, {"steps_dropped", b.StepsDropped},
+		{"prefix_cache_queries", b.PrefixQueries}, {"prefix_cache_hits", b.PrefixHits}, {"prefix_cache_evictions", b.PrefixEvictions}} {
 		if t.v < 0 || t.v > MaxCumulative {
 			return invalid("%s: %d not in 0..%d", t.name, t.v, int64(MaxCumulative))
 		}
@@ -340,10 +341,13 @@ func (b *EngineBody) validate() error {
 		name string
 		v    int
 	}{{"running", b.Running}, {"waiting", b.Waiting}, {"slots", b.Slots},
-		{"kv_blocks_used", b.KVBlocksUsed}, {"kv_blocks_total", b.KVBlocksTotal}} {
+		{"kv_blocks_used", b.KVBlocksUsed}, {"kv_blocks_total", b.KVBlocksTotal}, {"kv_blocks_cached", b.KVBlocksCached}} {
 		if t.v < 0 || t.v > MaxGauge {
 			return invalid("%s: %d not in 0..%d", t.name, t.v, MaxGauge)
 		}
+	}
+	if b.PrefixHits > b.PrefixQueries {
+		return invalid("prefix_cache_hits: %d above prefix_cache_queries %d", b.PrefixHits, b.PrefixQueries)
 	}
 	if sd := b.SpecDecode; sd != nil {
 		for i := range sd.DraftCount {

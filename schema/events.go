@@ -149,17 +149,21 @@ type EngineBody struct {
 	EngineVerifyTimeSum float64 `json:"engine_verify_time_sum"`
 	Preemptions         int64   `json:"preemptions"`
 	RequestsFinished    int64   `json:"requests_finished"`
-	EventsDropped       int64   `json:"events_dropped"`      // emitter queue overflow
-	EventsWriteFailed   int64   `json:"events_write_failed"` // written in a batch whose write failed
-	StepsDropped        int64   `json:"steps_dropped"`       // step records not carried
+	EventsDropped       int64   `json:"events_dropped"`         // emitter queue overflow
+	EventsWriteFailed   int64   `json:"events_write_failed"`    // written in a batch whose write failed
+	StepsDropped        int64   `json:"steps_dropped"`          // step records not carried
+	PrefixQueries       int64   `json:"prefix_cache_queries"`   // prompt tokens looked up
+	PrefixHits          int64   `json:"prefix_cache_hits"`      // of which found cached
+	PrefixEvictions     int64   `json:"prefix_cache_evictions"` // cached blocks evicted
 
 	// Live gauges at the time of the snapshot.
-	Running       int     `json:"running"`
-	Waiting       int     `json:"waiting"`
-	Slots         int     `json:"slots"`
-	KVCacheUsage  float64 `json:"kv_cache_usage"` // 0..1
-	KVBlocksUsed  int     `json:"kv_blocks_used"`
-	KVBlocksTotal int     `json:"kv_blocks_total"`
+	Running        int     `json:"running"`
+	Waiting        int     `json:"waiting"`
+	Slots          int     `json:"slots"`
+	KVCacheUsage   float64 `json:"kv_cache_usage"` // 0..1
+	KVBlocksUsed   int     `json:"kv_blocks_used"`
+	KVBlocksTotal  int     `json:"kv_blocks_total"`
+	KVBlocksCached int     `json:"kv_blocks_cached"` // held by the prefix cache
 
 	// Steps are the engine steps since the previous snapshot (not cumulative).
 	Steps []StepRecord `json:"steps"`

@@ -56,6 +56,7 @@ func exampleEvents() map[string]any {
 		DecodeTimeByBatchSize: dec, DraftTimeByBatchSize: nil, VerifyTimeByBatchSize: ver,
 		EngineDraftTimeSum: 0.0004, EngineVerifyTimeSum: 0.06, RequestsFinished: 3,
 		Running: 1, Waiting: 2, Slots: 8, KVCacheUsage: 0.0625, KVBlocksUsed: 16, KVBlocksTotal: 256,
+		PrefixQueries: 42, PrefixHits: 16, PrefixEvictions: 2, KVBlocksCached: 20,
 		Steps: []StepRecord{
 			{Phase: PhasePrefill, BatchSize: 1, Tokens: 12, DurationUS: 9000},
 			{Phase: PhaseDecode, BatchSize: 2, Tokens: 2, DurationUS: 4100},

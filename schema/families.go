@@ -19,6 +19,10 @@ const (
 	IDRequestsFinished       = "requests_finished"
 	IDRequestsFailed         = "requests_failed"
 	IDPreemptions            = "preemptions"
+	IDPrefixQueries          = "prefix_cache_queries"
+	IDPrefixHits             = "prefix_cache_hits"
+	IDPrefixEvictions        = "prefix_cache_evictions"
+	IDKVBlocksCached         = "kv_blocks_cached"
 	IDRequestsRunning        = "requests_running"
 	IDRequestsWaiting        = "requests_waiting"
 	IDKVCacheUsage           = "kv_cache_usage"
@@ -167,6 +171,24 @@ var Families = []*Family{
 		Attrs:  []*Attr{AttrModel, AttrEngine},
 		Source: SourceEngine,
 	},
+	{
+		ID: IDPrefixQueries, Name: "picometer.engine.prefix_cache.queries", Unit: "{token}", Kind: KindCounter,
+		Help:   "Prompt tokens looked up in the prefix cache, at every admission (a recomputation after preemption too); 0 with engine.prefix_caching off. Hit ratio: rate(hits) / rate(queries).",
+		Attrs:  []*Attr{AttrModel, AttrEngine},
+		Source: SourceEngine,
+	},
+	{
+		ID: IDPrefixHits, Name: "picometer.engine.prefix_cache.hits", Unit: "{token}", Kind: KindCounter,
+		Help:   "Prompt tokens found in the prefix cache (their KV reused, not recomputed), counted like queries.",
+		Attrs:  []*Attr{AttrModel, AttrEngine},
+		Source: SourceEngine,
+	},
+	{
+		ID: IDPrefixEvictions, Name: "picometer.engine.prefix_cache.evictions", Unit: "{block}", Kind: KindCounter,
+		Help:   "Cached KV blocks evicted from the prefix cache (least recently used first) to make room for new ones.",
+		Attrs:  []*Attr{AttrModel, AttrEngine},
+		Source: SourceEngine,
+	},
 
 	// ---- scheduler state ----------------------------------------------------
 	{
@@ -184,6 +206,12 @@ var Families = []*Family{
 	{
 		ID: IDKVCacheUsage, Name: "picometer.engine.kv_cache.usage", Unit: "1", Kind: KindGauge,
 		Help:   "Fraction of KV-cache blocks in use at the last snapshot (0 to 1).",
+		Attrs:  []*Attr{AttrModel, AttrEngine},
+		Source: SourceEngine,
+	},
+	{
+		ID: IDKVBlocksCached, Name: "picometer.engine.prefix_cache.blocks", Unit: "{block}", Kind: KindGauge,
+		Help:   "KV blocks the prefix cache holds (in use by a request or free for reuse) at the last snapshot.",
 		Attrs:  []*Attr{AttrModel, AttrEngine},
 		Source: SourceEngine,
 	},

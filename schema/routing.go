@@ -27,7 +27,8 @@ type Alias struct {
 	Doc string
 }
 
-// RoutingGauge is one gauge of the routing profile.
+// RoutingGauge is one series of the routing profile: a gauge, or a counter
+// (the family's kind says which) read live like the gauges.
 type RoutingGauge struct {
 	// Family is the ID of the schema family whose value, name and labels
 	// the gauge carries.
@@ -57,6 +58,14 @@ var RoutingProfile = []RoutingGauge{
 	}, {
 		Name: "vllm:gpu_cache_usage_perc", Labels: []string{VLLMModelLabel},
 		Doc: "its older name, GIE v1.0.0's --kv-cache-usage-percentage-metric default",
+	}}},
+	{Family: IDPrefixQueries, Help: "Prompt tokens looked up in the prefix cache since the daemon started.", Aliases: []Alias{{
+		Name: "vllm:prefix_cache_queries_total", Labels: []string{VLLMModelLabel},
+		Doc: "vLLM v1's counter vllm:prefix_cache_queries (tokens); prefix-aware routers and dashboards divide hits by it",
+	}}},
+	{Family: IDPrefixHits, Help: "Prompt tokens found in the prefix cache since the daemon started.", Aliases: []Alias{{
+		Name: "vllm:prefix_cache_hits_total", Labels: []string{VLLMModelLabel},
+		Doc: "vLLM v1's counter vllm:prefix_cache_hits (tokens)",
 	}}},
 	{Family: IDEngineInfo, Help: "Engine configuration; the value is always 1.", Aliases: []Alias{{
 		Name: "vllm:cache_config_info", Labels: []string{"block_size", "num_gpu_blocks"},

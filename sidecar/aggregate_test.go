@@ -279,7 +279,8 @@ func snapshot(preempt, dropped, decodeSteps int64, decodeTime float64, drafts, a
 	}
 	e := schema.EngineBody{Preemptions: preempt, EventsDropped: dropped, DecodeTimeByBatchSize: tb,
 		Running: running, Waiting: 1, Slots: 8, KVBlocksUsed: kvUsed, KVBlocksTotal: kvTotal,
-		KVCacheUsage: float64(kvUsed) / float64(kvTotal)}
+		KVCacheUsage:  float64(kvUsed) / float64(kvTotal),
+		PrefixQueries: 16 * decodeSteps, PrefixHits: 8 * decodeSteps, PrefixEvictions: preempt, KVBlocksCached: kvUsed / 2}
 	if drafts != nil {
 		e.SpecDecode = &schema.SpecDecode{DraftCount: drafts, AcceptCount: accepted}
 	}

@@ -21,7 +21,10 @@ const (
 	eiDroppedQueue = eiAccepted + schema.MaxSpecK
 	eiDroppedRing  = eiDroppedQueue + 1
 	eiDroppedWrite = eiDroppedRing + 1
-	eiBatchSteps   = eiDroppedWrite + 1 // + phase*MaxBatch + batch_size-1
+	eiPrefixQuery  = eiDroppedWrite + 1
+	eiPrefixHit    = eiPrefixQuery + 1
+	eiPrefixEvict  = eiPrefixHit + 1
+	eiBatchSteps   = eiPrefixEvict + 1 // + phase*MaxBatch + batch_size-1
 	ecInts         = eiBatchSteps + nBatchPhases*schema.MaxBatch
 	ecFloats       = nBatchPhases * schema.MaxBatch // batch time: phase*MaxBatch + batch_size-1
 )
@@ -37,6 +40,9 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 	ni[eiDroppedQueue], np[eiDroppedQueue] = e.EventsDropped, true
 	ni[eiDroppedRing], np[eiDroppedRing] = e.StepsDropped, true
 	ni[eiDroppedWrite], np[eiDroppedWrite] = e.EventsWriteFailed, true
+	ni[eiPrefixQuery], np[eiPrefixQuery] = e.PrefixQueries, true
+	ni[eiPrefixHit], np[eiPrefixHit] = e.PrefixHits, true
+	ni[eiPrefixEvict], np[eiPrefixEvict] = e.PrefixEvictions, true
 	if sd := e.SpecDecode; sd != nil {
 		// Every draft proposes its position-0 token, so drafts = draft_count[0].
 		np[eiSpecDrafts] = true
@@ -104,7 +110,7 @@ func (t *target) applyEngine(b *boot, e *schema.EngineBody) error {
 
 	b.hasSnap, b.snapAt = true, t.a.stamp.Add(1)
 	b.running, b.waiting, b.slots = e.Running, e.Waiting, e.Slots
-	b.kvUsage, b.kvUsed, b.kvTotal = e.KVCacheUsage, e.KVBlocksUsed, e.KVBlocksTotal
+	b.kvUsage, b.kvUsed, b.kvTotal, b.kvCached = e.KVCacheUsage, e.KVBlocksUsed, e.KVBlocksTotal, e.KVBlocksCached
 	t.refreshGauges()
 
 	for i := range e.Steps {
@@ -140,6 +146,12 @@ func (t *target) newIntCounter(i int) *counterSeries {
 		return t.newCounter(schema.IDDaemonEventsDropped, label{schema.AttrDropReason, schema.DropStepRing})
 	case i == eiDroppedWrite:
 		return t.newCounter(schema.IDDaemonEventsDropped, label{schema.AttrDropReason, schema.DropWriteFail})
+	case i == eiPrefixQuery:
+		return t.newCounter(schema.IDPrefixQueries)
+	case i == eiPrefixHit:
+		return t.newCounter(schema.IDPrefixHits)
+	case i == eiPrefixEvict:
+		return t.newCounter(schema.IDPrefixEvictions)
 	}
 	return t.newCounter(schema.IDBatchSteps, batchLabels(i-eiBatchSteps)...)
 }
@@ -163,6 +175,12 @@ func intName(i int) string {
 		return "steps_dropped"
 	case i == eiDroppedWrite:
 		return "events_write_failed"
+	case i == eiPrefixQuery:
+		return "prefix_cache_queries"
+	case i == eiPrefixHit:
+		return "prefix_cache_hits"
+	case i == eiPrefixEvict:
+		return "prefix_cache_evictions"
 	}
 	i -= eiBatchSteps
 	return fmt.Sprintf("%s count{batch_size=%d}", batchFields[i/schema.MaxBatch], i%schema.MaxBatch+1)

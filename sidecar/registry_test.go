@@ -90,7 +90,8 @@ func sidecarStreams(t *testing.T) map[string][]byte {
 		tb := make(schema.TimeByBatchSize, 3)
 		tb[2] = schema.TimeCost{Count: decodeCount, Sum: decodeSum}
 		return schema.EngineBody{Preemptions: preempt, DecodeTimeByBatchSize: tb, Running: running, Slots: 4,
-			KVCacheUsage: 0.5, KVBlocksUsed: 8, KVBlocksTotal: 16,
+			KVCacheUsage: 0.5, KVBlocksUsed: 8, KVBlocksTotal: 16, KVBlocksCached: 6,
+			PrefixQueries: 10 * decodeCount, PrefixHits: 4 * decodeCount, PrefixEvictions: preempt,
 			SpecDecode: &schema.SpecDecode{DraftCount: []int64{decodeCount, 1}, AcceptCount: []int64{1, 0}},
 			Steps:      []schema.StepRecord{{Phase: schema.PhaseDecode, BatchSize: 2, Tokens: 2, DurationUS: 700}}}
 	}

@@ -62,7 +62,7 @@ type target struct {
 	floats  [ecFloats]*floatCounterSeries
 	retInts [ecInts]int64 // folded totals of forgotten boots
 	retFlts [ecFloats]float64
-	gauges  [4]*gaugeSeries // running, waiting, kv usage, slots
+	gauges  [len(gaugeIDs)]*gaugeSeries // running, waiting, kv usage, slots, prefix-cached blocks
 	info    map[infoKey]*gaugeSeries
 
 	// scratch for engine snapshots
@@ -102,6 +102,7 @@ type boot struct {
 	kvUsage     float64
 	kvUsed      int
 	kvTotal     int
+	kvCached    int
 	ints        [ecInts]int64 // last snapshot's cumulative counters
 	flts        [ecFloats]float64
 	disconnects time.Time
@@ -251,7 +252,7 @@ func (t *target) counter(slot **counterSeries, famID string, extra ...label) *co
 }
 
 // Gauge indexes in target.gauges.
-var gaugeIDs = [4]string{schema.IDRequestsRunning, schema.IDRequestsWaiting, schema.IDKVCacheUsage, schema.IDSlots}
+var gaugeIDs = [5]string{schema.IDRequestsRunning, schema.IDRequestsWaiting, schema.IDKVCacheUsage, schema.IDSlots, schema.IDKVBlocksCached}
 
 // speaking returns the boots whose state the target's gauges and info show:
 // the connected ones, or when none is connected the one for which latest
@@ -277,7 +278,7 @@ func (t *target) speaking(ok func(*boot) bool, latest func(a, b *boot) bool) []*
 	return out
 }
 
-// refreshGauges recomputes running, waiting and slots (sums) and the
+// refreshGauges recomputes running, waiting, slots and cached blocks (sums) and the
 // KV-cache usage (a single boot's own value; for several, used blocks over
 // total blocks).
 func (t *target) refreshGauges() {
@@ -285,13 +286,14 @@ func (t *target) refreshGauges() {
 	if len(bs) == 0 {
 		return
 	}
-	var v [4]float64
+	var v [len(gaugeIDs)]float64
 	used, total := 0, 0
 	for _, b := range bs {
 		v[0] += float64(b.running)
 		v[1] += float64(b.waiting)
 		v[2] += b.kvUsage
 		v[3] += float64(b.slots)
+		v[4] += float64(b.kvCached)
 		used += b.kvUsed
 		total += b.kvTotal
 	}

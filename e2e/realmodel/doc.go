@@ -15,6 +15,11 @@
 //     Hugging Face's counts: transformers' apply_chat_template renders the
 //     GGUF's own chat template and its tokenizer (tokenizers) counts the
 //     tokens (testdata/hf_oracle.py in build/pyvenv, scripts/hfvenv.sh).
+//   - TestLivePrefixCacheScenario: issue 27's prefix-cache scenario, with the
+//     sidecar: a ~2,000-token system prompt and a new question (second TTFT
+//     ≤ 0.1× the first, ≥ 1,900 cached tokens, the sidecar's hit counter
+//     grows as much), chat turn 2 reusing turn 1, answers equal to a daemon's
+//     with prefix caching off.
 //
 // Benchmarks (make bench; not timed tests):
 //

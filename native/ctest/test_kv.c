@@ -24,15 +24,8 @@ static pm_engine *new_kv(void)
 	e->blocks_per_slot = PER_SLOT;
 	e->ctx = BS * PER_SLOT;
 	e->cfg.b_max = SLOTS;
-	e->free_blocks = calloc(NBLK, sizeof *e->free_blocks);
 	/* the prefix cache's arrays (nothing is published here: test_prefix.c) */
-	e->pc_mask = 2 * NBLK - 1;
-	e->pc_ref = calloc(NBLK, sizeof *e->pc_ref);
-	e->pc_hashed = calloc(NBLK, sizeof *e->pc_hashed);
-	e->pc_chain = calloc(NBLK, sizeof *e->pc_chain);
-	e->pc_bucket = calloc(2 * NBLK, sizeof *e->pc_bucket);
-	e->lru_prev = calloc(NBLK, sizeof *e->lru_prev);
-	e->lru_next = calloc(NBLK, sizeof *e->lru_next);
+	CHECK(prefix_alloc(e) == 0, "prefix_alloc: out of memory");
 	e->tables = calloc(SLOTS * PER_SLOT, sizeof *e->tables);
 	e->slots = calloc(SLOTS, sizeof *e->slots);
 	for (int i = 0; i < SLOTS; i++) {
@@ -45,13 +38,7 @@ static pm_engine *new_kv(void)
 
 static void free_kv(pm_engine *e)
 {
-	free(e->free_blocks);
-	free(e->pc_ref);
-	free(e->pc_hashed);
-	free(e->pc_chain);
-	free(e->pc_bucket);
-	free(e->lru_prev);
-	free(e->lru_next);
+	prefix_free(e);
 	free(e->tables);
 	free(e->slots);
 	free(e);

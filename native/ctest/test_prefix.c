@@ -32,17 +32,7 @@ static pm_engine *new_pc(int off)
 	e->ctx = CTX;
 	e->cfg.b_max = SLOTS;
 	e->cfg.no_prefix_cache = off;
-	e->free_blocks = calloc(NBLK, sizeof *e->free_blocks);
-	e->pc_mask = 2 * NBLK - 1;
-	e->pc_ref = calloc(NBLK, sizeof *e->pc_ref);
-	e->pc_hashed = calloc(NBLK, sizeof *e->pc_hashed);
-	e->pc_hash = calloc(NBLK, sizeof *e->pc_hash);
-	e->pc_parent = calloc(NBLK, sizeof *e->pc_parent);
-	e->pc_tokens = calloc((size_t)NBLK * BS, sizeof *e->pc_tokens);
-	e->pc_chain = calloc(NBLK, sizeof *e->pc_chain);
-	e->pc_bucket = calloc(2 * NBLK, sizeof *e->pc_bucket);
-	e->lru_prev = calloc(NBLK, sizeof *e->lru_prev);
-	e->lru_next = calloc(NBLK, sizeof *e->lru_next);
+	CHECK(prefix_alloc(e) == 0, "prefix_alloc: out of memory");
 	e->tables = calloc(SLOTS * PER_SLOT, sizeof *e->tables);
 	e->slots = calloc(SLOTS, sizeof *e->slots);
 	for (int i = 0; i < SLOTS; i++) {
@@ -56,16 +46,7 @@ static pm_engine *new_pc(int off)
 
 static void free_pc(pm_engine *e)
 {
-	free(e->free_blocks);
-	free(e->pc_ref);
-	free(e->pc_hashed);
-	free(e->pc_hash);
-	free(e->pc_parent);
-	free(e->pc_tokens);
-	free(e->pc_chain);
-	free(e->pc_bucket);
-	free(e->lru_prev);
-	free(e->lru_next);
+	prefix_free(e);
 	free(e->tables);
 	free(e->slots);
 	free(e);
