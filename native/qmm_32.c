@@ -151,6 +151,34 @@ static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, cons
 #define QMM_FN qmm_32_avx2
 #include "qmm_32_x86.h"
 
+#include "qmm_32_avx2.h"
+
+/* qmm_32_avx2_fn: the AVX2 kernels, Q4_0's and Q4_1's batches run by
+ * qmm_32_avx2.c's interleaved tiles (bitwise the same outputs, without
+ * the 4 x 4 tile's horizontal sums), their decode by qmm_32_x86.h */
+static QMM_ATTR void qmm_q4_0_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+				 int m0, int m1)
+{
+	if (n == 1)
+		qmm_q4_0(out, ldo, xq, xs, w, n, m0, m1);
+	else
+		pm_qmm_q4_0_avx2_batch(out, ldo, xq, xs, w, n, m0, m1);
+}
+
+static QMM_ATTR void qmm_q4_1_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+				 int m0, int m1)
+{
+	if (n == 1)
+		qmm_q4_1(out, ldo, xq, xs, w, n, m0, m1);
+	else
+		pm_qmm_q4_1_avx2_batch(out, ldo, xq, xs, w, n, m0, m1);
+}
+
+static pm_qmm_fn qmm_32_avx2_fn(uint32_t type)
+{
+	return type == PM_TYPE_Q4_0 ? qmm_q4_0_a2 : type == PM_TYPE_Q4_1 ? qmm_q4_1_a2 : qmm_32_avx2(type);
+}
+
 pm_qmm_fn qmm_32_vnni(uint32_t type);    /* qmm_32_vnni.c */
 pm_qmm_fn qmm_32_avxvnni(uint32_t type); /* qmm_32_avxvnni.c */
 #endif
@@ -160,7 +188,7 @@ pm_qmm pm_qmm_32_x86(uint32_t type, int vnni)
 #ifdef HAVE_QMM_X86
 	static const int isa[3] = {PM_ISA_AVX2, PM_ISA_AVX512VNNI, PM_ISA_AVXVNNI};
 	if (block_bytes(type) && vnni >= 0 && vnni <= 2 && pm_cpu_has_isa(isa[vnni]))
-		return (pm_qmm){32, vnni == 1 ? qmm_32_vnni(type) : vnni == 2 ? qmm_32_avxvnni(type) : qmm_32_avx2(type)};
+		return (pm_qmm){32, vnni == 1 ? qmm_32_vnni(type) : vnni == 2 ? qmm_32_avxvnni(type) : qmm_32_avx2_fn(type)};
 #endif
 	(void)type;
 	(void)vnni;

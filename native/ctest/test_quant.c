@@ -503,6 +503,43 @@ static int test_qmm_decode(void)
 	return cases;
 }
 
+/* test_qmm_avx2_tiles: qmm_32_avx2.c's interleaved batch tiles (Q4_0,
+ * Q4_1) over the shapes test_qmm's misses: a short 8-row weight tile, k
+ * not a multiple of the 16-block chunk, and more than 64 activation rows
+ * (4-, 2- and 1-row groups): every row of the batch bitwise the row alone
+ * (the decode path), and a split inside a tile bitwise the whole. Returns
+ * the cases checked. */
+static int test_qmm_avx2_tiles(void)
+{
+	enum { M = 21, K = 32 * 37, N = 71 };
+	static uint8_t wb[M * K];
+	static float x[N * K], out[N * M], one[M], part[N * M];
+	static char scratch[N * K * 2];
+	static const uint32_t types[] = {PM_TYPE_Q4_0, PM_TYPE_Q4_1};
+	int cases = 0;
+	for (size_t t = 0; t < 2; t++) {
+		pm_qmm q = pm_qmm_32_isa(types[t], PM_ISA_AVX2);
+		if (!q.fn)
+			continue;
+		random_rows(wb, types[t], M, K);
+		for (int i = 0; i < N * K; i++)
+			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+		pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K)};
+		pm_matmul_q(q, out, M, x, K, &w, N, 0, M, scratch);
+		pm_matmul_q(q, part, M, x, K, &w, N, 0, 3, scratch);
+		pm_matmul_q(q, part, M, x, K, &w, N, 3, 17, scratch);
+		pm_matmul_q(q, part, M, x, K, &w, N, 17, M, scratch);
+		CHECK(memcmp(part, out, sizeof out) == 0, "avx2 tiles type %u: a split changed a result", types[t]);
+		for (int r = 0; r < N; r++) {
+			pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
+			CHECK(memcmp(one, out + (size_t)r * M, sizeof one) == 0,
+			      "avx2 tiles type %u: row %d alone != in a batch of %d", types[t], r, N);
+			cases++;
+		}
+	}
+	return cases;
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -537,6 +574,8 @@ int main(int argc, char **argv)
 	}
 	printf("integer kernels: VNNI == AVX2 (%d type x build pairs; 0 without AVX-512 VNNI and AVX-VNNI)\n",
 	       test_qmm_vnni());
+	if (pm_kernels_avx2())
+		printf("integer avx2 batch tiles: == rows alone, splits (%d cases)\n", test_qmm_avx2_tiles());
 	if (pm_kernels_avx2())
 		printf("integer decode: == batch, splits, AVX2 == VNNI (%d cases)\n", test_qmm_decode());
 	if (fails) {
