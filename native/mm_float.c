@@ -35,10 +35,10 @@
 /* Lanes j < rem are set: loads beyond the row never touch memory. */
 static const int32_t mmf_tail_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
-/* How many tiles ahead the weight stream is prefetched: one tile is too
- * close (the prefetch is still in flight when the tile is used), 2-4 keep
- * a 4 KiB F16 tile's DRAM fetch behind the compute of the tiles before. */
-#define MMF_AHEAD 2
+/* How many weight rows ahead the stream is prefetched: one 4-row tile is
+ * too close (the prefetch is still in flight when the tile is used), 8
+ * rows keep a 16 KiB F16 fetch (k 1024) behind the compute before it. */
+#define MMF_AHEAD_ROWS 8
 
 /* mmf_xblock: rows of x per block, so a block (rows * k floats) stays in
  * L2 (~256 KiB) while every weight tile passes over it; a multiple of 4. */
@@ -48,14 +48,15 @@ static int mmf_xblock(int k)
 	return rows < 8 ? 8 : rows;
 }
 
-/* Rows per pass, 16 registers: 2 (3 keeps 17 vectors live and spills; it
- * only pays for batches of 3 and 5, where the weight stream is the limit:
- * 3 = 3 beats 2+1, 5 = 3+2 beats 2+2+1). */
+/* Rows per pass, 16 registers: tiles of 2 weight rows against up to 6
+ * rows of x (12 accumulators, 2 weight vectors and one x vector live), so
+ * each F16 conversion feeds 6 FMAs. The rows left are split evenly
+ * (8 = 4+4, 7 = 4+3), not 6 and a thin rest. */
 static inline int pass_rows_16(int n, int left)
 {
-	if ((n == 3 || n == 5) && left >= 3)
-		return 3;
-	return left >= 2 ? 2 : 1;
+	(void)n;
+	int passes = (left + 5) / 6;
+	return (left + passes - 1) / passes;
 }
 
 /* Rows per pass, 32 registers: 4 (21 vectors live), the rest in one pass. */
@@ -67,18 +68,22 @@ static inline int pass_rows_32(int n, int left)
 
 #define MMF_TGT "avx2,fma,f16c"
 #define MMF_SFX 16
-#define MMF_RMAX 3
+#define MMF_W 2
+#define MMF_RMAX 6
 #include "mm_float_tile.h"
 #undef MMF_TGT
 #undef MMF_SFX
+#undef MMF_W
 #undef MMF_RMAX
 
 #define MMF_TGT "avx2,fma,f16c,avx512f,avx512vl"
 #define MMF_SFX 32
+#define MMF_W 4
 #define MMF_RMAX 4
 #include "mm_float_tile.h"
 #undef MMF_TGT
 #undef MMF_SFX
+#undef MMF_W
 #undef MMF_RMAX
 
 pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs)
