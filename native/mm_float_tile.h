@@ -6,7 +6,7 @@
  *             "avx512f,avx512vl": 32 vector registers, same instructions'
  *             arithmetic)
  *   MMF_SFX   the suffix of this copy's names
- *   MMF_W     weight rows per tile (2 or 4): accumulators per row of x
+ *   MMF_W     weight rows per tile (2, 3 or 4): accumulators per row of x
  *   MMF_RMAX  the most rows of x one pass holds (4 or 6)
  *
  * Nothing here depends on the copy but speed: every output is one 8-lane
@@ -50,7 +50,7 @@ MMF_INLINE __m256 MMF(ld_tail_)(int ty, const uint8_t *row, int i, int k)
 
 /*
  * tile_: out[r*ldo + j] = x[r] . row j of the W-row tile at w0 (rows rb
- * bytes apart), r < R, j < W (2 or 4). Each widened weight vector feeds R
+ * bytes apart), r < R, j < W (2, 3 or 4). Each widened weight vector feeds R
  * FMAs. While it runs it prefetches into L2 the W * rb bytes at pf (a
  * later tile; NULL: none), one share per chunk, so the weight stream never
  * waits on DRAM at a tile boundary.
@@ -70,10 +70,12 @@ MMF_INLINE void MMF(tile_)(const int W, const int R, const int ty, float *out, s
 	int kv = k & ~7;
 	for (int i = 0; i < kv; i += 8) {
 		if (pf) {
-			size_t b = (size_t)(i / 8) * share; /* one prefetch per 64 bytes */
-			for (int o = 0; o < share; o += 64)
-				if (share >= 64 || (b & 63) == 0)
+			size_t b = (size_t)(i / 8) * share, e = b + share - 1;
+			if (share >= 64) /* one prefetch per 64 bytes */
+				for (int o = 0; o < share; o += 64)
 					_mm_prefetch(pf + b + o, _MM_HINT_T1);
+			else if (b == 0 || (e >> 6) != ((b - 1) >> 6)) /* a new line */
+				_mm_prefetch(pf + e, _MM_HINT_T1);
 		}
 #pragma GCC unroll 4
 		for (int j = 0; j < W; j++)
@@ -101,11 +103,16 @@ MMF_INLINE void MMF(tile_)(const int W, const int R, const int ty, float *out, s
 	}
 #pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
-		if (W == 4)
-			_mm_storeu_ps(out + (size_t)r * ldo, MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][3]));
-		else
-			_mm_storel_pi((__m64 *)(void *)(out + (size_t)r * ldo),
-				      MMF(hsum4_)(a[r][0], a[r][1], a[r][0], a[r][1]));
+		float *o = out + (size_t)r * ldo;
+		if (W == 4) {
+			_mm_storeu_ps(o, MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][3]));
+		} else if (W == 3) {
+			__m128 h = MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][2]);
+			_mm_storel_pi((__m64 *)(void *)o, h);
+			_mm_store_ss(o + 2, _mm_movehl_ps(h, h));
+		} else {
+			_mm_storel_pi((__m64 *)(void *)o, MMF(hsum4_)(a[r][0], a[r][1], a[r][0], a[r][1]));
+		}
 	}
 }
 
