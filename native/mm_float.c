@@ -15,14 +15,18 @@
  * (test_quant.c checks every batch size against the F32 matmul).
  *
  * Two copies of the same code (mm_float_tile.h): one for 16 vector
- * registers, whose passes hold 2 rows of x (8 accumulators, 4 weight
- * vectors; 3 rows spill), and one for CPUs with AVX-512VL, compiled for its
- * 32 registers, whose passes hold 4 rows (16 accumulators), so each
- * widened weight vector feeds 4 FMAs instead of 2. The instructions are
- * still 256-bit and compute the same operations, so both copies give the
- * same bits (test_quant.c compares them). Measured on this machine (AMD
- * EPYC Zen 4, one thread, F16 1376x512, 256 rows in cache): ~95 GFLOP/s
- * with 4-row passes against ~70 with 2-row ones.
+ * registers, whose tiles are 3 weight rows against passes of up to 4 rows
+ * of x (12 accumulators, 3 weight vectors, x as memory operands), so each
+ * widened weight vector feeds 4 FMAs and each x vector 3; and one for CPUs
+ * with AVX-512VL, compiled for its 32 registers, 4 weight rows against 4
+ * rows of x (16 accumulators). The instructions are still 256-bit and
+ * compute the same operations, so both copies give the same bits
+ * (test_quant.c compares them). Measured on AMD EPYC Zen 4, one thread,
+ * F16 1376x512, 256 rows in cache: ~95 GFLOP/s for the 4x4 tile against
+ * ~70 for the old 4x2 one; on Zen 3 (F16 1536x576, 256 rows, busy
+ * machine): ~72 for the 3x4 tile with L1-sized x blocks against ~55-65
+ * for the 4x2 one with L2-sized blocks, and ~40 for a 2x6 tile (its x
+ * reloads per FMA double).
  */
 #include <string.h>
 
