@@ -15,14 +15,18 @@
  * (test_quant.c checks every batch size against the F32 matmul).
  *
  * Two copies of the same code (mm_float_tile.h): one for 16 vector
- * registers, whose passes hold 2 rows of x (8 accumulators, 4 weight
- * vectors; 3 rows spill), and one for CPUs with AVX-512VL, compiled for its
- * 32 registers, whose passes hold 4 rows (16 accumulators), so each
- * widened weight vector feeds 4 FMAs instead of 2. The instructions are
- * still 256-bit and compute the same operations, so both copies give the
- * same bits (test_quant.c compares them). Measured on this machine (AMD
- * EPYC Zen 4, one thread, F16 1376x512, 256 rows in cache): ~95 GFLOP/s
- * with 4-row passes against ~70 with 2-row ones.
+ * registers, whose tiles are 3 weight rows against passes of up to 4 rows
+ * of x (12 accumulators, 3 weight vectors, x as memory operands), so each
+ * widened weight vector feeds 4 FMAs and each x vector 3; and one for CPUs
+ * with AVX-512VL, compiled for its 32 registers, 4 weight rows against 4
+ * rows of x (16 accumulators). The instructions are still 256-bit and
+ * compute the same operations, so both copies give the same bits
+ * (test_quant.c compares them). Measured on AMD EPYC Zen 4, one thread,
+ * F16 1376x512, 256 rows in cache: ~95 GFLOP/s for the 4x4 tile against
+ * ~70 for the old 4x2 one; on Zen 3 (F16 1536x576, 256 rows, busy
+ * machine): ~72 for the 3x4 tile with L1-sized x blocks against ~55-65
+ * for the 4x2 one with L2-sized blocks, and ~40 for a 2x6 tile (its x
+ * reloads per FMA double).
  */
 #include <string.h>
 
@@ -35,27 +39,31 @@
 /* Lanes j < rem are set: loads beyond the row never touch memory. */
 static const int32_t mmf_tail_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
-/* How many tiles ahead the weight stream is prefetched: one tile is too
- * close (the prefetch is still in flight when the tile is used), 2-4 keep
- * a 4 KiB F16 tile's DRAM fetch behind the compute of the tiles before. */
-#define MMF_AHEAD 2
+/* How many weight rows ahead the stream is prefetched: one 4-row tile is
+ * too close (the prefetch is still in flight when the tile is used), 8
+ * rows keep a 16 KiB F16 fetch (k 1024) behind the compute before it. */
+#define MMF_AHEAD_ROWS 8
 
 /* mmf_xblock: rows of x per block, so a block (rows * k floats) stays in
- * L2 (~256 KiB) while every weight tile passes over it; a multiple of 4. */
+ * L1 (32 KiB; at least 8 rows) while the weight rows pass over it: the x
+ * rows of a pass are reloaded once per tile, the weights once per block,
+ * and in L2 the reloads of x were the limit (AMD EPYC Zen 3, F16
+ * 1536x576, 256 rows: ~60 GFLOP/s with 256 KiB blocks, ~75 with L1 ones). */
 static int mmf_xblock(int k)
 {
-	int rows = (int)((256u << 10) / ((unsigned)k * sizeof(float))) & ~3;
+	int rows = (int)((32u << 10) / ((unsigned)k * sizeof(float))) & ~3;
 	return rows < 8 ? 8 : rows;
 }
 
-/* Rows per pass, 16 registers: 2 (3 keeps 17 vectors live and spills; it
- * only pays for batches of 3 and 5, where the weight stream is the limit:
- * 3 = 3 beats 2+1, 5 = 3+2 beats 2+2+1). */
+/* Rows per pass, 16 registers: tiles of 2 weight rows against up to 6
+ * rows of x (12 accumulators, 2 weight vectors and one x vector live), so
+ * each F16 conversion feeds 6 FMAs. The rows left are split evenly
+ * (8 = 4+4, 7 = 4+3), not 6 and a thin rest. */
 static inline int pass_rows_16(int n, int left)
 {
-	if ((n == 3 || n == 5) && left >= 3)
-		return 3;
-	return left >= 2 ? 2 : 1;
+	(void)n;
+	int passes = (left + 3) / 4;
+	return (left + passes - 1) / passes;
 }
 
 /* Rows per pass, 32 registers: 4 (21 vectors live), the rest in one pass. */
@@ -67,18 +75,22 @@ static inline int pass_rows_32(int n, int left)
 
 #define MMF_TGT "avx2,fma,f16c"
 #define MMF_SFX 16
-#define MMF_RMAX 3
-#include "mm_float_tile.h"
-#undef MMF_TGT
-#undef MMF_SFX
-#undef MMF_RMAX
-
-#define MMF_TGT "avx2,fma,f16c,avx512f,avx512vl"
-#define MMF_SFX 32
+#define MMF_W 3
 #define MMF_RMAX 4
 #include "mm_float_tile.h"
 #undef MMF_TGT
 #undef MMF_SFX
+#undef MMF_W
+#undef MMF_RMAX
+
+#define MMF_TGT "avx2,fma,f16c,avx512f,avx512vl"
+#define MMF_SFX 32
+#define MMF_W 4
+#define MMF_RMAX 4
+#include "mm_float_tile.h"
+#undef MMF_TGT
+#undef MMF_SFX
+#undef MMF_W
 #undef MMF_RMAX
 
 pm_tile_fn pm_matmul_float_avx2(uint32_t type, int regs)

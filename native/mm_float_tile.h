@@ -6,7 +6,8 @@
  *             "avx512f,avx512vl": 32 vector registers, same instructions'
  *             arithmetic)
  *   MMF_SFX   the suffix of this copy's names
- *   MMF_RMAX  the most rows of x one pass holds (4 accumulators each)
+ *   MMF_W     weight rows per tile (2, 3 or 4): accumulators per row of x
+ *   MMF_RMAX  the most rows of x one pass holds (4 or 6)
  *
  * Nothing here depends on the copy but speed: every output is one 8-lane
  * accumulator fed the row's 8-element chunks in order, then the masked
@@ -48,52 +49,71 @@ MMF_INLINE __m256 MMF(ld_tail_)(int ty, const uint8_t *row, int i, int k)
 }
 
 /*
- * tile_: out[r*ldo + j] = x[r] . row j of the 4-row tile at w0 (rows rb
- * bytes apart), r < R. While it runs it prefetches into L2 the 4 * rb bytes
- * at pf (a later tile; NULL: none), one share per chunk, so the weight
- * stream never waits on DRAM at a tile boundary.
+ * tile_: out[r*ldo + j] = x[r] . row j of the W-row tile at w0 (rows rb
+ * bytes apart), r < R, j < W (2, 3 or 4). Each widened weight vector feeds R
+ * FMAs. While it runs it prefetches into L2 the W * rb bytes at pf (a
+ * later tile; NULL: none), one share per chunk, so the weight stream never
+ * waits on DRAM at a tile boundary.
  */
-MMF_INLINE void MMF(tile_)(const int R, const int ty, float *out, size_t ldo, const float *x, int k,
-			   const uint8_t *w0, size_t rb, const char *pf)
+MMF_INLINE void MMF(tile_)(const int W, const int R, const int ty, float *out, size_t ldo,
+			   const float *x, int k, const uint8_t *w0, size_t rb, const char *pf)
 {
 	const int esz = ty == PM_TYPE_F32 ? 4 : 2;
-	const uint8_t *w1 = w0 + rb, *w2 = w1 + rb, *w3 = w2 + rb;
-	__m256 a[MMF_RMAX][4];
-#pragma GCC unroll 4
+	const int share = 8 * W * esz; /* bytes of the later tile per chunk */
+	const uint8_t *wr[4] = {w0, w0 + rb, w0 + 2 * rb, w0 + 3 * rb};
+	__m256 a[MMF_RMAX][4], v[4];
+#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
-		a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+		for (int j = 0; j < W; j++)
+			a[r][j] = _mm256_setzero_ps();
 	int kv = k & ~7;
 	for (int i = 0; i < kv; i += 8) {
-		if (pf) /* 4 rows x 8 elements = 32 * esz bytes of the later tile per chunk */
-			for (int o = 0; o < 32 * esz; o += 64)
-				_mm_prefetch(pf + (size_t)i * 4 * esz + o, _MM_HINT_T1);
-		__m256 v0 = MMF(ld_)(ty, w0, i), v1 = MMF(ld_)(ty, w1, i);
-		__m256 v2 = MMF(ld_)(ty, w2, i), v3 = MMF(ld_)(ty, w3, i);
+		if (pf) {
+			size_t b = (size_t)(i / 8) * share, e = b + share - 1;
+			if (share >= 64) /* one prefetch per 64 bytes */
+				for (int o = 0; o < share; o += 64)
+					_mm_prefetch(pf + b + o, _MM_HINT_T1);
+			else if (b == 0 || (e >> 6) != ((b - 1) >> 6)) /* a new line */
+				_mm_prefetch(pf + e, _MM_HINT_T1);
+		}
 #pragma GCC unroll 4
+		for (int j = 0; j < W; j++)
+			v[j] = MMF(ld_)(ty, wr[j], i);
+#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			__m256 u = _mm256_loadu_ps(x + (size_t)r * k + i);
-			a[r][0] = _mm256_fmadd_ps(u, v0, a[r][0]);
-			a[r][1] = _mm256_fmadd_ps(u, v1, a[r][1]);
-			a[r][2] = _mm256_fmadd_ps(u, v2, a[r][2]);
-			a[r][3] = _mm256_fmadd_ps(u, v3, a[r][3]);
+#pragma GCC unroll 4
+			for (int j = 0; j < W; j++)
+				a[r][j] = _mm256_fmadd_ps(u, v[j], a[r][j]);
 		}
 	}
 	if (k & 7) {
 		__m256i mk = _mm256_loadu_si256((const __m256i *)(mmf_tail_tab + 8 - (k & 7)));
-		__m256 v0 = MMF(ld_tail_)(ty, w0, kv, k), v1 = MMF(ld_tail_)(ty, w1, kv, k);
-		__m256 v2 = MMF(ld_tail_)(ty, w2, kv, k), v3 = MMF(ld_tail_)(ty, w3, kv, k);
 #pragma GCC unroll 4
+		for (int j = 0; j < W; j++)
+			v[j] = MMF(ld_tail_)(ty, wr[j], kv, k);
+#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			__m256 u = _mm256_maskload_ps(x + (size_t)r * k + kv, mk);
-			a[r][0] = _mm256_fmadd_ps(u, v0, a[r][0]);
-			a[r][1] = _mm256_fmadd_ps(u, v1, a[r][1]);
-			a[r][2] = _mm256_fmadd_ps(u, v2, a[r][2]);
-			a[r][3] = _mm256_fmadd_ps(u, v3, a[r][3]);
+#pragma GCC unroll 4
+			for (int j = 0; j < W; j++)
+				a[r][j] = _mm256_fmadd_ps(u, v[j], a[r][j]);
 		}
 	}
-#pragma GCC unroll 4
-	for (int r = 0; r < R; r++)
-		_mm_storeu_ps(out + (size_t)r * ldo, MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][3]));
+#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		float *o = out + (size_t)r * ldo;
+		if (W == 4) {
+			_mm_storeu_ps(o, MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][3]));
+		} else if (W == 3) {
+			__m128 h = MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][2]);
+			_mm_storel_pi((__m64 *)(void *)o, h);
+			_mm_store_ss(o + 2, _mm_movehl_ps(h, h));
+		} else {
+			_mm_storel_pi((__m64 *)(void *)o, MMF(hsum4_)(a[r][0], a[r][1], a[r][0], a[r][1]));
+		}
+	}
 }
 
 /* dot_: x . one row (the rows past the last whole tile). */
@@ -113,8 +133,9 @@ MMF_INLINE float MMF(dot_)(const int ty, const float *x, int k, const uint8_t *w
 /*
  * mm_: out[r*ldo + m] = x[r] . row m of w, r < n, m in [m0, m1). Rows of x
  * go in blocks that stay in L2 (mmf_xblock); within a block each 4-row
- * weight tile is used against every row, MMF_RMAX rows (or fewer) a pass;
- * the first pass over a tile prefetches the tile MMF_AHEAD tiles on.
+ * weight tile (MMF_W rows) is used against every row, MMF_RMAX rows (or
+ * fewer) a pass; the first pass over a tile prefetches the weight rows
+ * MMF_AHEAD_ROWS on.
  */
 MMF_INLINE void MMF(mm_)(const int ty, float *out, size_t ldo, const float *x, const pm_weight *w,
 			 int n, int m0, int m1)
@@ -127,23 +148,26 @@ MMF_INLINE void MMF(mm_)(const int ty, float *out, size_t ldo, const float *x, c
 		const float *xr0 = x + (size_t)r0 * k;
 		float *or0 = out + (size_t)r0 * ldo;
 		int m = m0;
-		for (; m + 4 <= m1; m += 4) {
+		for (; m + MMF_W <= m1; m += MMF_W) {
 			const uint8_t *wm = pm_weight_row(w, m);
-			int ahead = m + 4 * MMF_AHEAD;
-			const char *pf = ahead + 4 <= w->rows ? (const char *)pm_weight_row(w, ahead) : NULL;
+			int ahead = m + MMF_AHEAD_ROWS;
+			const char *pf = ahead + MMF_W <= w->rows ? (const char *)pm_weight_row(w, ahead) : NULL;
 			for (int r = 0; r < rn;) {
-				int left = rn - r;
 				float *o = or0 + (size_t)r * ldo + m;
 				const float *xr = xr0 + (size_t)r * k;
-				int R = MMF(pass_rows_)(rn, left);
-				if (R >= 4)
-					MMF(tile_)(MMF_RMAX >= 4 ? 4 : 1, ty, o, ldo, xr, k, wm, rb, pf);
-				else if (R == 3)
-					MMF(tile_)(MMF_RMAX >= 3 ? 3 : 1, ty, o, ldo, xr, k, wm, rb, pf);
-				else if (R == 2)
-					MMF(tile_)(2, ty, o, ldo, xr, k, wm, rb, pf);
-				else
-					MMF(tile_)(1, ty, o, ldo, xr, k, wm, rb, pf);
+				int R = MMF(pass_rows_)(rn, rn - r);
+				switch (R) {
+#if MMF_RMAX >= 6
+				case 6: MMF(tile_)(MMF_W, 6, ty, o, ldo, xr, k, wm, rb, pf); break;
+				case 5: MMF(tile_)(MMF_W, 5, ty, o, ldo, xr, k, wm, rb, pf); break;
+#endif
+#if MMF_RMAX >= 4
+				case 4: MMF(tile_)(MMF_W, 4, ty, o, ldo, xr, k, wm, rb, pf); break;
+#endif
+				case 3: MMF(tile_)(MMF_W, 3, ty, o, ldo, xr, k, wm, rb, pf); break;
+				case 2: MMF(tile_)(MMF_W, 2, ty, o, ldo, xr, k, wm, rb, pf); break;
+				default: R = 1; MMF(tile_)(MMF_W, 1, ty, o, ldo, xr, k, wm, rb, pf); break;
+				}
 				pf = NULL;
 				r += R;
 			}
