@@ -27,6 +27,9 @@
 #          BenchmarkVsLlamaServer and BenchmarkSpecReal (e2e/realmodel) too:
 #          each alternates its servers wave by wave on the trained model
 #          (several minutes a run; the first skips without llama-server).
+#          BenchmarkMultiTurn (native) too: 8 turns of a growing
+#          conversation, TTFT per turn with prefix caching on and off
+#          side by side (about a minute a run).
 #   other  every other benchmark: COUNT runs of BENCHTIME (300ms).
 # COUNT defaults to 6 because benchstat computes a 95% confidence interval
 # from 6 samples up; with 5 or fewer it prints ±∞.
@@ -49,7 +52,7 @@ benchtime=${BENCHTIME:-300ms}
 typestime=${BENCHTIME_TYPES:-500ms}
 out=build/bench.txt
 types='BenchmarkTypes BenchmarkConstrained'
-once='BenchmarkEmitter BenchmarkRoutingScrape BenchmarkVsStatsdExporter BenchmarkVsLlamaServer BenchmarkSpecReal'
+once='BenchmarkEmitter BenchmarkRoutingScrape BenchmarkVsStatsdExporter BenchmarkVsLlamaServer BenchmarkSpecReal BenchmarkMultiTurn'
 mkdir -p build/models build/bin
 export PICOMETER_DEFAULT_MODEL=${PICOMETER_DEFAULT_MODEL:-$PWD/build/models/default.gguf}
 if [[ -z ${PICOMETER_BENCH_MODELS:-} ]]; then
