@@ -214,6 +214,7 @@ func populate(tb testing.TB, a *Aggregator, n int) {
 		for k := int64(1); k <= 3; k++ {
 			e := snapshot(k, k, 0, 0, []int64{40 * k, 30 * k, 20 * k, 10 * k}, []int64{30 * k, 20 * k, 10 * k, 5 * k}, 3, 20, 64)
 			e.StepsDropped = k
+			e.PrefixQueries, e.PrefixHits = 100*k, 60*k
 			e.DecodeTimeByBatchSize, e.DraftTimeByBatchSize, e.VerifyTimeByBatchSize = tbs(k), tbs(k), tbs(k)
 			for _, ph := range schema.AttrPhase.Values {
 				for bs := 1; bs <= 8; bs++ {

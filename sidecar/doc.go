@@ -154,8 +154,10 @@
 // and "targets", each with model, engine, connected, "totals" (requests,
 // errors, prompt_tokens, generation_tokens, events_lost, events_dropped,
 // spec_draft_tokens, spec_accepted_tokens, constrained_requests,
-// constrained_valid, tool_calls, errors_by_type), "now" (the
-// gauges), constraint_mean_seconds ({mask_per_token, compile}: the
+// constrained_valid, tool_calls, prefix_cache_queries, prefix_cache_hits
+// (prompt tokens looked up in the prefix cache and found there: hits over
+// queries is the hit ratio, which the page shows), errors_by_type), "now"
+// (the gauges, prefix_cache_blocks among them), constraint_mean_seconds ({mask_per_token, compile}: the
 // means of the grammar mask time per token and of compile time, 0 without
 // a constrained request), decode_time_by_batch_size ([{batch_size, steps,
 // mean_seconds}]) and "series": one array per quantity, aligned with

@@ -127,7 +127,16 @@ func (h *history) appendTargetSection(b []byte, i int, tr *targetReading, th *ta
 		b = appendShort(b, tr.waiting)
 		b = append(b, `</dd></div><div><dt>KV cache</dt><dd data-now="kv_cache_usage">`...)
 		b = unitPercent.f(b, tr.kvUse)
+		b = append(b, `</dd></div><div><dt>prefix cache blocks</dt><dd data-now="prefix_cache_blocks">`...)
+		b = appendShort(b, tr.kvCached)
 		b = append(b, `</dd></div>`...)
+	}
+	if tr.prefixQueries > 0 { // the hit ratio in tokens since the target appeared
+		b = append(b, `<div><dt>prefix cache hits</dt><dd data-total="prefix_cache_hit_ratio">`...)
+		b = unitPercent.f(b, float64(tr.prefixHits)/float64(tr.prefixQueries))
+		b = append(b, ` of `...)
+		b = appendShort(b, float64(tr.prefixQueries))
+		b = append(b, ` tokens</dd></div>`...)
 	}
 	b = append(b, "</dl>\n"...)
 	if th == nil {

@@ -43,6 +43,8 @@ type targetReading struct {
 
 	hasGauges                      bool
 	running, waiting, slots, kvUse float64
+	kvCached                       float64 // blocks the prefix cache holds
+	prefixQueries, prefixHits      uint64  // prompt tokens looked up, found cached
 
 	specDrafts, specDraftTokens, specAccepted uint64
 
@@ -175,6 +177,7 @@ func (t *target) readLocked(tr *targetReading) {
 		return 0
 	}
 	tr.dropped = get(eiDroppedQueue) + get(eiDroppedRing)
+	tr.prefixQueries, tr.prefixHits = get(eiPrefixQuery), get(eiPrefixHit)
 	tr.specDrafts = get(eiSpecDrafts)
 	tr.specDraftTokens, tr.specAccepted = 0, 0
 	for p := range schema.MaxSpecK {
@@ -189,10 +192,11 @@ func (t *target) readLocked(tr *targetReading) {
 		}
 	}
 	tr.hasGauges = t.gauges[0] != nil
-	tr.running, tr.waiting, tr.kvUse, tr.slots = 0, 0, 0, 0
+	tr.running, tr.waiting, tr.kvUse, tr.slots, tr.kvCached = 0, 0, 0, 0, 0
 	if tr.hasGauges {
 		tr.running, tr.waiting = t.gauges[0].g.Get(), t.gauges[1].g.Get()
 		tr.kvUse, tr.slots = t.gauges[2].g.Get(), t.gauges[3].g.Get()
+		tr.kvCached = t.gauges[4].g.Get()
 	}
 }
 

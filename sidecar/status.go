@@ -151,6 +151,8 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 	b = appendKeyUint(b, 8, "constrained_requests", tr.constrained)
 	b = appendKeyUint(b, 9, "constrained_valid", tr.constrainedValid)
 	b = appendKeyUint(b, 10, "tool_calls", tr.toolCalls)
+	b = appendKeyUint(b, 11, "prefix_cache_queries", tr.prefixQueries)
+	b = appendKeyUint(b, 12, "prefix_cache_hits", tr.prefixHits)
 	b = append(b, `,"errors_by_type":{`...)
 	for e, et := range schema.ErrorTypes {
 		b = appendKeyUint(b, e, et, tr.failed[e])
@@ -161,6 +163,7 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 		b = appendKeyNum(b, 1, "requests_waiting", tr.waiting)
 		b = appendKeyNum(b, 2, "slots", tr.slots)
 		b = appendKeyNum(b, 3, "kv_cache_usage_ratio", tr.kvUse)
+		b = appendKeyNum(b, 4, "prefix_cache_blocks", tr.kvCached)
 	}
 	b = append(b, `},"constraint_mean_seconds":{"mask_per_token":`...)
 	b = appendNum(b, tr.maskMean)

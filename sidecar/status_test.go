@@ -97,6 +97,8 @@ type statusDoc struct {
 			Constrained      uint64            `json:"constrained_requests"`
 			ConstrainedValid uint64            `json:"constrained_valid"`
 			ToolCalls        uint64            `json:"tool_calls"`
+			PrefixQueries    uint64            `json:"prefix_cache_queries"`
+			PrefixHits       uint64            `json:"prefix_cache_hits"`
 			ByType           map[string]uint64 `json:"errors_by_type"`
 		} `json:"totals"`
 		Now             map[string]float64 `json:"now"`
@@ -199,6 +201,8 @@ func TestStatusMatchesMetrics(t *testing.T) {
 			{"generation tokens", tg.Totals.Generation, schema.IDGenerationTokens},
 			{"lost", tg.Totals.Lost, schema.IDSidecarEventsLost},
 			{"dropped", tg.Totals.Dropped, schema.IDDaemonEventsDropped},
+			{"prefix cache queries", tg.Totals.PrefixQueries, schema.IDPrefixQueries},
+			{"prefix cache hits", tg.Totals.PrefixHits, schema.IDPrefixHits},
 		} {
 			want := promSum(p, c.id, "", m)
 			if float64(c.got) != want || want == 0 && c.what != "lost" {
@@ -211,7 +215,7 @@ func TestStatusMatchesMetrics(t *testing.T) {
 			}
 		}
 		for k, id := range map[string]string{"requests_running": schema.IDRequestsRunning, "requests_waiting": schema.IDRequestsWaiting,
-			"slots": schema.IDSlots, "kv_cache_usage_ratio": schema.IDKVCacheUsage} {
+			"slots": schema.IDSlots, "kv_cache_usage_ratio": schema.IDKVCacheUsage, "prefix_cache_blocks": schema.IDKVBlocksCached} {
 			if want := promSum(p, id, "", m); tg.Now[k] != want {
 				t.Errorf("target %d %s: JSON %v, /metrics %v", i, k, tg.Now[k], want)
 			}
@@ -410,6 +414,14 @@ func TestPage(t *testing.T) {
 	}()
 	if !strings.Contains(page, `<dd data-total="requests">`+strconv.FormatUint(doc.Targets[0].Totals.Requests, 10)+`</dd>`) {
 		t.Errorf("page does not show target 0's %d requests", doc.Targets[0].Totals.Requests)
+	}
+	if tt := doc.Targets[0].Totals; tt.PrefixQueries == 0 {
+		t.Errorf("target 0: no prefix cache queries in the status")
+	} else if want := `<dd data-total="prefix_cache_hit_ratio">` + string(appendShort(nil, 100*float64(tt.PrefixHits)/float64(tt.PrefixQueries))) + ` % of`; !strings.Contains(page, want) {
+		t.Errorf("page does not show target 0's prefix cache hit ratio %q", want)
+	}
+	if !strings.Contains(page, `data-now="prefix_cache_blocks"`) {
+		t.Errorf("page does not show the prefix cache's blocks")
 	}
 	if !strings.Contains(page, `id="sidecar"`) || !strings.Contains(page, `data-panel="health"`) {
 		t.Error("no sidecar health section")
