@@ -238,40 +238,6 @@ static int32_t skip(const pm_gmask *m, int32_t i, const uint8_t *b, int32_t dead
 	return i;
 }
 
-/* compute writes the mask of st into bits: the sorted tokens walked in
- * order, each from the state its common prefix with the one before left
- * (levels[d] is the state after the current token's first d bytes);
- * tokens under a refused prefix are skipped without matching a byte. */
-static void compute(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *bits)
-{
-	memset(bits, 0, sizeof *bits * (size_t)m->words);
-	memcpy(m->levels, st, sizeof *st * (size_t)st[1]);
-	gm_scratch sc = {m->scratch};
-	int32_t dead = INT_MAX; /* the current prefix of this length is refused */
-	for (int32_t i = 0; i < m->n_sorted; i++) {
-		int32_t tok = m->sorted[i], l = m->lcp[i];
-		if (l >= dead)
-			continue;
-		dead = INT_MAX;
-		int32_t len = tok_len(m, tok);
-		const uint8_t *b = m->bytes + m->offs[tok];
-		int32_t d = l;
-		for (; d < len; d++) {
-			int32_t *from = m->levels + (size_t)d * GM_STATE_CAP;
-			if (gm_advance(g, &sc, from, b[d], from + GM_STATE_CAP) <= 0) {
-				dead = d + 1;
-				break;
-			}
-		}
-		if (d == len)
-			bits[tok >> 5] |= 1u << (tok & 31);
-		else
-			i = skip(m, i, b, dead);
-	}
-}
-
-/* mask_of returns the mask of r's state: cached, or computed (and cached
- * when its state is short enough to key). */
 static uint64_t hash_state(uint64_t uid, const int32_t *st)
 {
 	uint64_t h = 0xcbf29ce484222325ULL ^ uid;
@@ -351,18 +317,25 @@ static int32_t step(pm_gmask *m, const pm_grammar *g, gm_scratch *sc, int32_t id
 	}
 }
 
-/* compute_memo is compute through the memo: 0, or -1 when the memo filled
- * up (bits is then incomplete; the caller resets the memo and computes
- * without it). */
-static int compute_memo(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *bits)
+/* walk writes the mask of st into bits: the sorted tokens walked in
+ * order, each from the state its common prefix with the one before left
+ * (after d bytes: m->lvl[d], an interned id, through the memo; else
+ * m->levels[d], a state buffer, matched afresh); tokens under a refused
+ * prefix are skipped without matching a byte. 0, or -1 when the memo
+ * filled up (bits is then incomplete). */
+static int walk(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *bits, int memo)
 {
-	if (m->memo_uid != g->uid)
-		memo_reset(m, g->uid);
 	memset(bits, 0, sizeof *bits * (size_t)m->words);
 	gm_scratch sc = {m->scratch};
-	if ((m->lvl[0] = intern(m, st)) < 0)
-		return -1;
-	int32_t dead = INT_MAX;
+	if (memo) {
+		if (m->memo_uid != g->uid)
+			memo_reset(m, g->uid);
+		if ((m->lvl[0] = intern(m, st)) < 0)
+			return -1;
+	} else {
+		memcpy(m->levels, st, sizeof *st * (size_t)st[1]);
+	}
+	int32_t dead = INT_MAX; /* the current prefix of this length is refused */
 	for (int32_t i = 0; i < m->n_sorted; i++) {
 		int32_t tok = m->sorted[i], l = m->lcp[i];
 		if (l >= dead)
@@ -372,14 +345,21 @@ static int compute_memo(pm_gmask *m, const pm_grammar *g, const int32_t *st, uin
 		const uint8_t *b = m->bytes + m->offs[tok];
 		int32_t d = l;
 		for (; d < len; d++) {
-			int32_t to = step(m, g, &sc, m->lvl[d], b[d]);
-			if (to == -2)
-				return -1;
-			if (to < 0) {
+			int ok;
+			if (memo) {
+				int32_t to = step(m, g, &sc, m->lvl[d], b[d]);
+				if (to == -2)
+					return -1;
+				ok = to >= 0;
+				m->lvl[d + 1] = to;
+			} else {
+				int32_t *from = m->levels + (size_t)d * GM_STATE_CAP;
+				ok = gm_advance(g, &sc, from, b[d], from + GM_STATE_CAP) > 0;
+			}
+			if (!ok) {
 				dead = d + 1;
 				break;
 			}
-			m->lvl[d + 1] = to;
 		}
 		if (d == len)
 			bits[tok >> 5] |= 1u << (tok & 31);
@@ -393,14 +373,16 @@ static int compute_memo(pm_gmask *m, const pm_grammar *g, const int32_t *st, uin
  * has room. */
 static void mask_fill(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *bits)
 {
-	if (compute_memo(m, g, st, bits) == 0)
+	if (walk(m, g, st, bits, 1) == 0)
 		return;
 	memo_reset(m, g->uid);
-	if (compute_memo(m, g, st, bits) == 0)
+	if (walk(m, g, st, bits, 1) == 0)
 		return;
-	compute(m, g, st, bits);
+	walk(m, g, st, bits, 0);
 }
 
+/* mask_of returns the mask of r's state: cached, or computed (and cached
+ * when its state is short enough to key). */
 static const uint32_t *mask_of(pm_engine *e, const req *r, const int32_t *st)
 {
 	pm_gmask *m = e->gm;
@@ -541,7 +523,7 @@ void gmask_trim_draft(pm_engine *e, req *r, slot *s)
 	pm_gmask *m = e->gm;
 	if (s->n_draft == 0)
 		return;
-	int32_t *cp = m->levels; /* free outside compute */
+	int32_t *cp = m->levels; /* free outside walk */
 	const int32_t *st = state_of(e, r);
 	memcpy(cp, st, sizeof *st * (size_t)st[1]);
 	gm_scratch sc = {m->scratch};
