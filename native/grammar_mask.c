@@ -39,13 +39,16 @@ struct pm_gmask {
 	uint32_t bmask;
 	int32_t clock;     /* the entry replaced next (oldest first) */
 	/* transition memo (memo_*): states interned by id, and (id, byte) ->
-	 * id, kept across masks of one grammar: inside a string every letter
-	 * leads to the same state, so a walk matches each distinct step once */
-	uint64_t memo_uid;   /* the grammar the memo is for (0: empty) */
+	 * id, kept across masks: inside a string every letter leads to the
+	 * same state, so a walk matches each distinct step once. A state is
+	 * interned with its grammar's uid, so the grammars of a batch (an
+	 * agent's several tools) share the memo instead of resetting it in
+	 * turn; it is cleared only when full */
 	int32_t *ist;        /* [MEMO_WORDS] interned states' words */
 	int32_t ist_used;
 	int32_t *ist_off;    /* [MEMO_STATES] where each state starts in ist */
 	uint64_t *ist_hash;  /* [MEMO_STATES] */
+	uint64_t *ist_uid;   /* [MEMO_STATES] the grammar each state belongs to */
 	int32_t n_ist;
 	int32_t *ist_tab;    /* [MEMO_STATES*2] state hash table: id + 1, 0 empty */
 	uint32_t *tr_key;    /* [MEMO_TRANS] (id << 8 | byte) + 1, 0 empty */
@@ -115,6 +118,7 @@ void gmask_free(pm_engine *e)
 	free(m->ist);
 	free(m->ist_off);
 	free(m->ist_hash);
+	free(m->ist_uid);
 	free(m->ist_tab);
 	free(m->tr_key);
 	free(m->tr_to);
@@ -168,6 +172,7 @@ int gmask_build(pm_engine *e, const uint8_t *bytes, const uint32_t *offs, int32_
 	    !m->key_len || !m->next || !m->bucket || !(m->ist = malloc(sizeof *m->ist * MEMO_WORDS)) ||
 	    !(m->ist_off = malloc(sizeof *m->ist_off * MEMO_STATES)) ||
 	    !(m->ist_hash = malloc(sizeof *m->ist_hash * MEMO_STATES)) ||
+	    !(m->ist_uid = malloc(sizeof *m->ist_uid * MEMO_STATES)) ||
 	    !(m->ist_tab = calloc(2 * MEMO_STATES, sizeof *m->ist_tab)) ||
 	    !(m->tr_key = calloc(MEMO_TRANS, sizeof *m->tr_key)) ||
 	    !(m->tr_to = malloc(sizeof *m->tr_to * MEMO_TRANS)) ||
@@ -248,20 +253,20 @@ static uint64_t hash_state(uint64_t uid, const int32_t *st)
 	return h;
 }
 
-static void memo_reset(pm_gmask *m, uint64_t uid)
+static void memo_reset(pm_gmask *m)
 {
 	memset(m->ist_tab, 0, sizeof *m->ist_tab * 2 * MEMO_STATES);
 	memset(m->tr_key, 0, sizeof *m->tr_key * MEMO_TRANS);
 	if (m->n_ist > 0)
 		memset(m->dense, 0, sizeof *m->dense * (size_t)(m->n_ist < MEMO_DENSE ? m->n_ist : MEMO_DENSE) * 256);
 	m->ist_used = m->n_ist = m->n_tr = 0;
-	m->memo_uid = uid;
 }
 
-/* intern returns the id of state st (adding it), or -1 when the memo is full. */
-static int32_t intern(pm_gmask *m, const int32_t *st)
+/* intern returns the id of grammar uid's state st (adding it), or -1 when
+ * the memo is full. */
+static int32_t intern(pm_gmask *m, uint64_t uid, const int32_t *st)
 {
-	uint64_t h = hash_state(0, st);
+	uint64_t h = hash_state(uid, st);
 	uint32_t tm = 2 * MEMO_STATES - 1;
 	for (uint32_t i = (uint32_t)h & tm;; i = (i + 1) & tm) {
 		int32_t id = m->ist_tab[i] - 1;
@@ -271,13 +276,14 @@ static int32_t intern(pm_gmask *m, const int32_t *st)
 			id = m->n_ist++;
 			m->ist_off[id] = m->ist_used;
 			m->ist_hash[id] = h;
+			m->ist_uid[id] = uid;
 			memcpy(m->ist + m->ist_used, st, sizeof *st * (size_t)st[1]);
 			m->ist_used += st[1];
 			m->ist_tab[i] = id + 1;
 			return id;
 		}
 		const int32_t *o = m->ist + m->ist_off[id];
-		if (m->ist_hash[id] == h && o[1] == st[1] && memcmp(o, st, sizeof *st * (size_t)st[1]) == 0)
+		if (m->ist_hash[id] == h && m->ist_uid[id] == uid && o[1] == st[1] && memcmp(o, st, sizeof *st * (size_t)st[1]) == 0)
 			return id;
 	}
 }
@@ -292,7 +298,7 @@ static int32_t step(pm_gmask *m, const pm_grammar *g, gm_scratch *sc, int32_t id
 			return *d > 0 ? *d - 1 : -1;
 		int rc = gm_advance(g, sc, m->ist + m->ist_off[id], b, m->tmp);
 		int32_t to = -1;
-		if (rc > 0 && (to = intern(m, m->tmp)) < 0)
+		if (rc > 0 && (to = intern(m, g->uid, m->tmp)) < 0)
 			return -2;
 		*d = to >= 0 ? to + 1 : -1;
 		return to;
@@ -307,7 +313,7 @@ static int32_t step(pm_gmask *m, const pm_grammar *g, gm_scratch *sc, int32_t id
 				return -2;
 			int rc = gm_advance(g, sc, m->ist + m->ist_off[id], b, m->tmp);
 			int32_t to = -1;
-			if (rc > 0 && (to = intern(m, m->tmp)) < 0)
+			if (rc > 0 && (to = intern(m, g->uid, m->tmp)) < 0)
 				return -2;
 			m->tr_key[i] = key;
 			m->tr_to[i] = to;
@@ -328,9 +334,7 @@ static int walk(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint32_t *b
 	memset(bits, 0, sizeof *bits * (size_t)m->words);
 	gm_scratch sc = {m->scratch};
 	if (memo) {
-		if (m->memo_uid != g->uid)
-			memo_reset(m, g->uid);
-		if ((m->lvl[0] = intern(m, st)) < 0)
+		if ((m->lvl[0] = intern(m, g->uid, st)) < 0)
 			return -1;
 	} else {
 		memcpy(m->levels, st, sizeof *st * (size_t)st[1]);
@@ -375,7 +379,7 @@ static void mask_fill(pm_gmask *m, const pm_grammar *g, const int32_t *st, uint3
 {
 	if (walk(m, g, st, bits, 1) == 0)
 		return;
-	memo_reset(m, g->uid);
+	memo_reset(m);
 	if (walk(m, g, st, bits, 1) == 0)
 		return;
 	walk(m, g, st, bits, 0);

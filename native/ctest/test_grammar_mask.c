@@ -5,7 +5,9 @@
  * classes), the bounds (an overflow is a dead end, -1, never a crash), and
  * the mask over a random vocabulary on the tiny model's engine equal to
  * brute force (each token's bytes fed to a copy of the matcher state) at
- * every prefix of a sentence, a cache hit giving the identical mask, EOS
+ * every prefix of a sentence, for two grammars whose states are the same
+ * integers asked in turn (they share the transition memo), a cache hit
+ * giving the identical mask, EOS
  * allowed exactly where the grammar may end, and a dead end forcing EOS.
  */
 #include <math.h>
@@ -167,25 +169,45 @@ static pm_engine *engine(void)
 	return rc == PM_OK ? e : NULL;
 }
 
+/* twin: the second grammar and sentence of masks(), the first's with the
+ * letters a-c shifted to d-f: the two grammars' matcher states are the
+ * same integers at every prefix, so a memo that kept states apart by
+ * value alone would hand one grammar the other's transitions. */
+static void twin(const char *in, char *out)
+{
+	for (; *in; in++)
+		*out++ = *in >= 'a' && *in <= 'c' ? (char)(*in + 3) : *in;
+	*out = 0;
+}
+
+/* masks: two requests, under the twin grammars, advanced in lock step
+ * along their twin sentences; at each prefix each one's mask is computed
+ * twice (a walk, then a cache hit), alternating between the grammars as a
+ * batch of two agents' tools does, and compared with brute force. */
 static void masks(void)
 {
 	const char *text = "root ::= obj\n"
 			   "obj ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\n"
 			   "pair ::= \"\\\"\" [a-c\\u00e9]+ \"\\\"\" ws \":\" ws (obj | [0-9]+ | \"true\")\n"
 			   "ws ::= \" \"?\n";
-	pm_grammar *g = compile(text);
+	const char *sentence = "{ \"a\xc3\xa9\": {\"b\":12, \"c\":true}}";
+	char text2[512], sentence2[64];
+	twin(text, text2);
+	twin(sentence, sentence2);
+	const char *sent[2] = {sentence, sentence2};
+	pm_grammar *g[2] = {compile(text), compile(text2)};
 	pm_engine *e = engine();
-	if (!g || !e)
+	if (!g[0] || !g[1] || !e)
 		goto out0;
 	int32_t n = e->vocab, eos = e->m->eos_id;
-	const char *alpha = "{}\":, abc019tre\xc3\xa9\xa9x";
-	const char *sentence = "{ \"a\xc3\xa9\": {\"b\":12, \"c\":true}}";
-	/* every byte of the sentence also has a 1-byte token (ids 200..),
-	 * so the request can be advanced along it below */
+	const char *alpha = "{}\":, abcdef019tr\xc3\xa9\xa9x";
+	/* every byte of the sentences also has a 1-byte token (ids 200..),
+	 * so the requests can be advanced along them below */
 	char distinct[64] = "";
-	for (const char *c = sentence; *c; c++)
-		if (!strchr(distinct, *c))
-			distinct[strlen(distinct)] = *c;
+	for (int q = 0; q < 2; q++)
+		for (const char *c = sent[q]; *c; c++)
+			if (!strchr(distinct, *c))
+				distinct[strlen(distinct)] = *c;
 	int32_t nd = (int32_t)strlen(distinct);
 	uint8_t *bytes = malloc((size_t)n * 6);
 	uint32_t *offs = malloc(sizeof *offs * ((size_t)n + 1));
@@ -209,57 +231,66 @@ static void masks(void)
 	CHECK(rc == PM_OK, "set token bytes: %s", pm_engine_errmsg(e));
 	if (rc)
 		goto out;
-	req *r = &e->reqs[0];
-	r->p.grammar = g;
-	r->p.n_stop = 0;
-	memset(&r->st, 0, sizeof r->st);
-	CHECK(gmask_start(e, r) == PM_OK, "start: %s", pm_engine_errmsg(e));
-	size_t slen = strlen(sentence);
-	static int32_t cur[GM_STATE_CAP];
+	req *r[2] = {&e->reqs[0], &e->reqs[1]};
+	static int32_t cur[2][GM_STATE_CAP];
 	gm_scratch sc = {SCR};
-	gm_start(g, &sc, cur);
+	for (int q = 0; q < 2; q++) {
+		r[q]->p.grammar = g[q];
+		r[q]->p.n_stop = 0;
+		memset(&r[q]->st, 0, sizeof r[q]->st);
+		CHECK(gmask_start(e, r[q]) == PM_OK, "start: %s", pm_engine_errmsg(e));
+		gm_start(g[q], &sc, cur[q]);
+	}
+	size_t slen = strlen(sentence);
 	for (size_t k = 0; k <= slen; k++) {
 		int64_t hits0 = e->met.mask_cache_hits;
 		for (int pass = 0; pass < 2; pass++) {
-			for (int32_t t = 0; t < n; t++)
-				l[t] = 1.0f;
-			gmask_apply(e, r, l);
-			int allowed = 0, bad = 0;
-			for (int32_t t = 0; t < n; t++) {
-				int want = t == eos ? gm_accepting(cur)
-						    : brute(g, cur, bytes + offs[t], offs[t + 1] - offs[t]);
-				int got = !isinf(l[t]);
-				allowed += want;
-				if (got != want && bad++ < 5)
-					CHECK(0, "prefix %zu pass %d token %d (%.*s): mask %d, brute force %d",
-					      k, pass, t, (int)(offs[t + 1] - offs[t]),
-					      (const char *)bytes + offs[t], got, want);
+			for (int q = 0; q < 2; q++) {
+				for (int32_t t = 0; t < n; t++)
+					l[t] = 1.0f;
+				gmask_apply(e, r[q], l);
+				int allowed = 0, bad = 0;
+				for (int32_t t = 0; t < n; t++) {
+					int want = t == eos ? gm_accepting(cur[q])
+							    : brute(g[q], cur[q], bytes + offs[t],
+								    offs[t + 1] - offs[t]);
+					int got = !isinf(l[t]);
+					allowed += want;
+					if (got != want && bad++ < 5)
+						CHECK(0,
+						      "grammar %d prefix %zu pass %d token %d (%.*s): mask %d, brute force %d",
+						      q, k, pass, t, (int)(offs[t + 1] - offs[t]),
+						      (const char *)bytes + offs[t], got, want);
+				}
+				CHECK(allowed > 0, "grammar %d prefix %zu: nothing allowed", q, k);
+				CHECK(gm_accepting(cur[q]) == (k == slen), "grammar %d prefix %zu: accepting %d",
+				      q, k, gm_accepting(cur[q]));
 			}
-			CHECK(allowed > 0, "prefix %zu: nothing allowed", k);
-			CHECK(gm_accepting(cur) == (k == slen), "prefix %zu: accepting %d", k,
-			      gm_accepting(cur));
 		}
-		CHECK(e->met.mask_cache_hits >= hits0 + 1, "prefix %zu: the second mask was no cache hit",
+		CHECK(e->met.mask_cache_hits >= hits0 + 2, "prefix %zu: the second masks were no cache hits",
 		      k);
-		if (k < slen) {
-			/* advance the request by the 1-byte token of the
+		if (k == slen)
+			break;
+		for (int q = 0; q < 2; q++) {
+			/* advance request q by the 1-byte token of its
 			 * sentence's next byte (ids 200..) */
 			int32_t tok = -1;
 			for (int32_t t = 0; t < n && tok < 0; t++)
-				if (offs[t + 1] - offs[t] == 1 && bytes[offs[t]] == (uint8_t)sentence[k])
+				if (offs[t + 1] - offs[t] == 1 && bytes[offs[t]] == (uint8_t)sent[q][k])
 					tok = t;
 			if (tok < 0) {
-				CHECK(0, "no 1-byte token for '%c'", sentence[k]);
-				break;
+				CHECK(0, "no 1-byte token for '%c'", sent[q][k]);
+				goto done;
 			}
-			gmask_accept(e, r, tok);
-			CHECK(gm_advance_bytes(g, &sc, cur, (const uint8_t *)sentence + k, 1, TMP) > 0,
-			      "sentence dies at %zu", k);
-			CHECK(r->st.grammar != PM_GRAMMAR_DEAD, "request dead at %zu", k);
+			gmask_accept(e, r[q], tok);
+			CHECK(gm_advance_bytes(g[q], &sc, cur[q], (const uint8_t *)sent[q] + k, 1, TMP) > 0,
+			      "sentence %d dies at %zu", q, k);
+			CHECK(r[q]->st.grammar != PM_GRAMMAR_DEAD, "request %d dead at %zu", q, k);
 		}
 	}
-	CHECK(r->st.masked_tokens == 2 * (int64_t)(slen + 1), "masked tokens %lld",
-	      (long long)r->st.masked_tokens);
+	for (int q = 0; q < 2; q++)
+		CHECK(r[q]->st.masked_tokens == 2 * (int64_t)(slen + 1), "request %d: masked tokens %lld",
+		      q, (long long)r[q]->st.masked_tokens);
 	/* a dead end: after the sentence nothing but EOS; forcing past it (a
 	 * token the grammar refuses) makes every next mask EOS alone */
 	int32_t brace = -1;
@@ -267,18 +298,19 @@ static void masks(void)
 		if (offs[t + 1] - offs[t] == 1 && bytes[offs[t]] == '}')
 			brace = t;
 	if (brace >= 0) {
-		gmask_accept(e, r, brace);
-		CHECK(r->st.grammar == PM_GRAMMAR_DEAD, "a refused token: grammar %d", r->st.grammar);
+		gmask_accept(e, r[0], brace);
+		CHECK(r[0]->st.grammar == PM_GRAMMAR_DEAD, "a refused token: grammar %d", r[0]->st.grammar);
 		for (int32_t t = 0; t < n; t++)
 			l[t] = 1.0f;
-		gmask_apply(e, r, l);
+		gmask_apply(e, r[0], l);
 		int others = 0;
 		for (int32_t t = 0; t < n; t++)
 			others += t != eos && !isinf(l[t]);
 		CHECK(others == 0 && eos >= 0 && !isinf(l[eos]),
 		      "dead end: %d other tokens allowed, eos %g", others, eos >= 0 ? l[eos] : 0);
 	}
-	r->p.grammar = NULL;
+done:
+	r[0]->p.grammar = r[1]->p.grammar = NULL;
 out:
 	free(bytes);
 	free(offs);
@@ -286,8 +318,9 @@ out:
 out0:
 	if (e)
 		pm_engine_free(e);
-	if (g)
-		pm_grammar_release(g);
+	for (int q = 0; q < 2; q++)
+		if (g[q])
+			pm_grammar_release(g[q]);
 }
 
 int main(void)
