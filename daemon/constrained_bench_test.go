@@ -22,9 +22,14 @@ package daemon
 // and the time, since constrained requests finish (the schema's object
 // closes) sooner than unconstrained ones and would otherwise pay more
 // prefills. mask_share takes every step, as the mask time does.
-// While the engine refuses grammars ("constrained decoding is not built
-// yet"), the schema sub-benchmarks skip saying so; the unconstrained ones
-// still run.
+// constraint=two_schemas alternates requests between benchSchema and
+// toolArgsSchema, as an agent's calls to different tools do: at batch 8
+// the two grammars' masks are asked for in the same step.
+//
+// At batch 1 every step computes one mask, and the snapshot's mask
+// counters give that mask's time: mask_p50_us and mask_p90_us over all,
+// mask_hit_rate (the engine's mask cache) and mask_miss_p50_us (a mask
+// computed by walking the vocabulary).
 
 import (
 	"errors"
@@ -70,6 +75,30 @@ const benchSchema = `{
   "additionalProperties": false
 }`
 
+// toolArgsSchema is a tool call's arguments of the kind agents send: an
+// enum, a bounded string and integer, a nested array of objects.
+const toolArgsSchema = `{
+  "type": "object",
+  "properties": {
+    "action": {"type": "string", "enum": ["search", "open", "summarize", "close"]},
+    "query": {"type": "string", "maxLength": 60},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+    "filters": {"type": "array", "maxItems": 4, "items": {
+      "type": "object",
+      "properties": {
+        "field": {"type": "string", "enum": ["date", "author", "site"]},
+        "op": {"type": "string", "enum": ["eq", "lt", "gt"]},
+        "value": {"type": "string", "maxLength": 24}
+      },
+      "required": ["field", "op", "value"],
+      "additionalProperties": false
+    }},
+    "confirm": {"type": "boolean"}
+  },
+  "required": ["action", "query", "limit", "filters", "confirm"],
+  "additionalProperties": false
+}`
+
 // constrainedMaxTokens bounds each request; a constrained one usually ends
 // sooner, when its object closes.
 const constrainedMaxTokens = 256
@@ -83,14 +112,16 @@ func BenchmarkConstrained(b *testing.B) {
 	if c.tk == nil {
 		b.Fatalf("%s: not a Hugging Face vocabulary", path)
 	}
-	gbnf, err := constraint.FromJSONSchema([]byte(benchSchema), constraint.DefaultLimits)
-	if err != nil {
-		b.Fatal(err)
+	var gbnf [2]string
+	for i, schema := range []string{benchSchema, toolArgsSchema} {
+		if gbnf[i], err = constraint.FromJSONSchema([]byte(schema), constraint.DefaultLimits); err != nil {
+			b.Fatal(err)
+		}
 	}
 	prompt := c.tk.Encode([]int32{c.tk.BOS()}, "Extract the user record as JSON:", false)
 	name := "smollm2-135m-llama3-q4_0"
 	for _, n := range []int{1, 8} {
-		for _, kind := range []string{"none", "json_schema"} {
+		for _, kind := range []string{"none", "json_schema", "two_schemas"} {
 			// The engine is opened and its batch warmed up once, then kept
 			// for every round go test runs of the sub-benchmark (b.N = 1,
 			// then larger), as BenchmarkTypes does.
@@ -102,17 +133,20 @@ func BenchmarkConstrained(b *testing.B) {
 				}
 				if l == nil {
 					p := native.Params{MaxTokens: constrainedMaxTokens, Temperature: 1, StopTokens: c.stops}
+					var gs []*native.Grammar
 					if kind != "none" {
-						g, err := native.CompileGrammar(gbnf) // the compiler is built: a refusal is a bug
-						if err != nil {
-							b.Fatalf("CompileGrammar: %v", err)
-						}
 						if err := e.SetTokenBytes(c.tokenBytes(e.Info().Vocab)); err != nil {
-							b.Skipf("the engine enforces no constraint yet: SetTokenBytes: %v", err)
+							b.Fatalf("SetTokenBytes: %v", err)
 						}
-						p.Grammar = g
+						for i := range map[string]int{"json_schema": 1, "two_schemas": 2}[kind] {
+							g, err := native.CompileGrammar(gbnf[i])
+							if err != nil {
+								b.Fatalf("CompileGrammar: %v", err)
+							}
+							gs = append(gs, g)
+						}
 					}
-					l = newConstrainedLoad(b, e, n, prompt, p)
+					l = newConstrainedLoad(b, e, n, prompt, p, gs)
 				}
 				l.stepNS, l.decodeNS, l.decodeTokens, l.decodeSteps = 0, 0, 0, 0
 				var s0, s1 native.Snapshot
@@ -167,6 +201,11 @@ func BenchmarkConstrained(b *testing.B) {
 			if e != nil {
 				e.Close()
 			}
+			if l != nil {
+				for _, g := range l.gs {
+					g.Free()
+				}
+			}
 		}
 	}
 }
@@ -193,6 +232,7 @@ type constrainedLoad struct {
 	e      *native.Engine
 	prompt []int32
 	p      native.Params
+	gs     []*native.Grammar // taken in turn by the requests submitted; none: unconstrained
 	seed   uint64
 	fresh  map[native.ID]bool // submitted, first token not yet emitted
 
@@ -202,8 +242,8 @@ type constrainedLoad struct {
 	decodeSteps  int
 }
 
-func newConstrainedLoad(b *testing.B, e *native.Engine, n int, prompt []int32, p native.Params) *constrainedLoad {
-	l := &constrainedLoad{e: e, prompt: prompt, p: p, fresh: map[native.ID]bool{}}
+func newConstrainedLoad(b *testing.B, e *native.Engine, n int, prompt []int32, p native.Params, gs []*native.Grammar) *constrainedLoad {
+	l := &constrainedLoad{e: e, prompt: prompt, p: p, gs: gs, fresh: map[native.ID]bool{}}
 	for i := 0; i < n; i++ {
 		l.submit(b)
 	}
@@ -216,6 +256,9 @@ func newConstrainedLoad(b *testing.B, e *native.Engine, n int, prompt []int32, p
 func (l *constrainedLoad) submit(b *testing.B) {
 	l.seed++
 	l.p.Seed = l.seed
+	if len(l.gs) > 0 {
+		l.p.Grammar = l.gs[int(l.seed)%len(l.gs)]
+	}
 	id, err := l.e.Submit(l.prompt, l.p)
 	if err != nil {
 		b.Fatal(err)

@@ -14,7 +14,9 @@ import (
 // without a constraint and with a JSON schema side by side, their ratio
 // (of the medians), and the schema side's grammar mask: the mean time of
 // one token's mask (mask_us) and mask time as a share of step time
-// (mask_share), each the median of the runs.
+// (mask_share), each the median of the runs. When the results have the
+// two_schemas side (requests alternating between two schemas), its
+// tokens/s, ratio to none and mask time follow.
 
 // cKey is one row of the constrained table.
 type cKey struct {
@@ -23,8 +25,9 @@ type cKey struct {
 	threads int
 }
 
-// cRow holds one row's samples by metric: "none" and "json_schema" (tok/s
-// of each side), "mask_us", "mask_share".
+// cRow holds one row's samples by metric: "none", "json_schema" and
+// "two_schemas" (tok/s of each side), and each constrained side's
+// "SIDE mask_us" and "SIDE mask_share".
 type cRow struct {
 	key     cKey
 	samples map[string][]float64
@@ -90,7 +93,7 @@ func parseConstrained(r io.Reader) (*ctable, error) {
 		if kind != "none" {
 			for _, m := range []string{"mask_us", "mask_share"} {
 				if v, ok := metrics[m]; ok {
-					rw.samples[m] = append(rw.samples[m], v)
+					rw.samples[kind+" "+m] = append(rw.samples[kind+" "+m], v)
 				}
 			}
 		}
@@ -102,8 +105,9 @@ func parseConstrained(r io.Reader) (*ctable, error) {
 // write prints the table, aligned, under a line saying what it holds.
 func (t *ctable) write(w io.Writer) error {
 	lo, hi := -1, 0
+	two := false
 	for _, r := range t.rows {
-		for _, k := range []string{"none", "json_schema"} {
+		for _, k := range []string{"none", "json_schema", "two_schemas"} {
 			if n := len(r.samples[k]); n > 0 {
 				if lo < 0 || n < lo {
 					lo = n
@@ -111,26 +115,40 @@ func (t *ctable) write(w io.Writer) error {
 				hi = max(hi, n)
 			}
 		}
+		two = two || len(r.samples["two_schemas"]) > 0
 	}
 	n := strconv.Itoa(max(lo, 0))
 	if lo != hi {
 		n = fmt.Sprintf("%d-%d", max(lo, 0), hi)
 	}
-	fmt.Fprintf(w, "BenchmarkConstrained: decode tokens/s without a constraint and with a JSON schema, their ratio, and the schema's grammar mask (mean µs per token, share of step time); medians of %s runs\n", n)
-	lines := [][]string{{"model", "batch", "threads", "none", "json_schema", "ratio", "mask µs", "mask share"}}
+	what := ""
+	head := []string{"model", "batch", "threads", "none", "json_schema", "ratio", "mask µs", "mask share"}
+	if two {
+		what = "; then requests alternating between two schemas (two_schemas), their ratio to none and their mask µs"
+		head = append(head, "two_schemas", "ratio", "mask µs")
+	}
+	fmt.Fprintf(w, "BenchmarkConstrained: decode tokens/s without a constraint and with a JSON schema, their ratio, and the schema's grammar mask (mean µs per token, share of step time)%s; medians of %s runs\n", what, n)
+	lines := [][]string{head}
 	for _, r := range t.rows {
-		ratio := "-"
-		a, ok1 := median(r.samples["none"])
-		b, ok2 := median(r.samples["json_schema"])
-		if ok1 && ok2 && a > 0 {
-			ratio = strconv.FormatFloat(b/a, 'f', 3, 64)
+		ratio := func(kind string) string {
+			a, ok1 := median(r.samples["none"])
+			b, ok2 := median(r.samples[kind])
+			if ok1 && ok2 && a > 0 {
+				return strconv.FormatFloat(b/a, 'f', 3, 64)
+			}
+			return "-"
 		}
 		share := "-"
-		if m, ok := median(r.samples["mask_share"]); ok {
+		if m, ok := median(r.samples["json_schema mask_share"]); ok {
 			share = strconv.FormatFloat(100*m, 'f', 1, 64) + "%"
 		}
-		lines = append(lines, []string{r.key.model, strconv.Itoa(r.key.batch), strconv.Itoa(r.key.threads),
-			cell(r.samples["none"]), cell(r.samples["json_schema"]), ratio, cell(r.samples["mask_us"]), share})
+		l := []string{r.key.model, strconv.Itoa(r.key.batch), strconv.Itoa(r.key.threads),
+			cell(r.samples["none"]), cell(r.samples["json_schema"]), ratio("json_schema"),
+			cell(r.samples["json_schema mask_us"]), share}
+		if two {
+			l = append(l, cell(r.samples["two_schemas"]), ratio("two_schemas"), cell(r.samples["two_schemas mask_us"]))
+		}
+		lines = append(lines, l)
 	}
 	width := make([]int, len(lines[0]))
 	for _, l := range lines {
