@@ -104,6 +104,11 @@ func (a *Aggregator) read(r *reading, withHists bool, sc *readScratch) {
 						sc.names[h.name] = histRef{tr: n - 1, hist: i}
 					}
 				}
+				for _, h := range rs.ttft { // the page's TTFT sums the cache outcomes
+					if h != nil {
+						sc.names[h.name] = histRef{tr: n - 1, hist: 0}
+					}
+				}
 			}
 		}
 		t.mu.Unlock()
