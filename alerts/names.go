@@ -18,6 +18,7 @@ var (
 	LabelPosition     = schema.PromLabel(schema.AttrPosition.Key)
 	LabelReason       = schema.PromLabel(schema.AttrDecodeReason.Key)
 	LabelKind         = schema.PromLabel(schema.AttrEventKind.Key)
+	LabelCache        = schema.PromLabel(schema.AttrCache.Key)
 )
 
 // Prometheus-side labels.
