@@ -229,6 +229,8 @@ func FuzzTotals(f *testing.F) {
 	f.Add(bytes.Replace(good, []byte(`"finished":[0,0,1,0]`), []byte(`"finished":[0,0,9007199254740992,0]`), 1))
 	f.Add(bytes.Replace(good, []byte(`"counts":[0,0,1,`), []byte(`"counts":[4503599627370496,4503599627370496,1,`), 1))
 	f.Add([]byte(`{"v":1,"kind":"totals","boot":"b","seq":1,"ops":null}`))
+	f.Add(bytes.Replace(good, []byte(`"ttft_cache":[{"counts":[0,0,1,`), []byte(`"ttft_cache":[{"counts":[0,0,2,`), 1))
+	f.Add(bytes.Replace(good, []byte(`,"ttft_cache":[`), []byte(`,"ttft_cache":null,"x":[`), 1))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var ev Event
 		err := Decode(line, &ev)
@@ -240,7 +242,7 @@ func FuzzTotals(f *testing.F) {
 		}
 		for i := range ev.Ops {
 			o := &ev.Ops[i]
-			for _, h := range append(append([]Hist{}, o.Hists...), o.DurationByError...) {
+			for _, h := range append(append(append([]Hist{}, o.Hists...), o.DurationByError...), o.TTFTCache...) {
 				if h.Count() > MaxCumulative || !(h.Sum >= 0) || math.IsInf(h.Sum, 0) {
 					t.Fatalf("accepted a histogram out of range: %+v", h)
 				}
