@@ -250,6 +250,11 @@ func TestDecodeErrors(t *testing.T) {
 	f(sub(`"itl_us":[1]`, `"itl_us":[1,2,3]`), ReasonInvalidField, "itl_us")
 	f(sub(`"itl_us":[1]`, `"itl_us":[-1]`), ReasonInvalidField, "itl_us[0]")
 	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"draft_tokens":1,"accepted_tokens":2`), ReasonInvalidField, "accepted_tokens")
+	// cached_tokens decides the TTFT's cache label: never more than the prompt.
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":30,"cached_tokens":31`), ReasonInvalidField, "cached_tokens: 31 not in 0..prompt_tokens (30)")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":30,"cached_tokens":-1`), ReasonInvalidField, "cached_tokens: -1 not in 0..prompt_tokens (30)")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"cached_tokens":16`), ReasonInvalidField, "cached_tokens: 16 not in 0..prompt_tokens (0)")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":30,"cached_tokens":"16"`), ReasonMalformed, "malformed event")
 	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"model":"m","engine":"e","daemon":"d","config":{"b_max":0,"context_length":1}}`, ReasonInvalidField, "config.b_max")
 	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"engine":"e","config":{"b_max":1,"context_length":1}}`, ReasonInvalidField, "model: missing")
 	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"model":"m","engine":"e","config":{"b_max":1,"context_length":1}}`, ReasonInvalidField, "daemon: missing")

@@ -296,3 +296,33 @@ func TestTotalsTTFTByCache(t *testing.T) {
 		}
 	}
 }
+
+// TestBadCachedTokens: a request event whose cached_tokens exceed its
+// prompt (its cache label would be made up) is rejected and counted as
+// invalid_field; the requests around it are counted under their labels.
+func TestBadCachedTokens(t *testing.T) {
+	a := newTestAggregator(false)
+	s := newSim(t, "cdcdcdcdcdcdcdcd", "m")
+	r := typicalRequest("", 0).RequestBody
+	r.CachedTokens = 96 // of 100: a hit
+	data := append(s.hello(), s.request(r)...)
+	bad := bytes.Replace(s.request(r), []byte(`"cached_tokens":96`), []byte(`"cached_tokens":101`), 1)
+	if !bytes.Contains(bad, []byte(`"cached_tokens":101`)) {
+		t.Fatalf("no cached_tokens in %s", bad)
+	}
+	data = append(append(data, bad...), s.request(r)...)
+	if st := feed(t, a, data); st.Applied != 3 || st.Rejected != 1 {
+		t.Fatalf("stats %+v, want the hello and two requests applied, one line rejected", st)
+	}
+	if got := rejected(t, a, schema.ReasonInvalidField); got != 1 {
+		t.Errorf("invalid_field = %v, want 1", got)
+	}
+	prom := parseExposition(t, exposition(a))
+	for cache, want := range map[string]float64{schema.CacheHit: 2, schema.CachePartial: 0, schema.CacheMiss: 0} {
+		k := seriesKey("gen_ai_server_time_to_first_token_seconds_count", map[string]string{"gen_ai_request_model": "m",
+			"engine": "picometer", "gen_ai_operation_name": schema.OpChat, "cache": cache})
+		if prom[k] != want {
+			t.Errorf("%s = %v, want %v", k, prom[k], want)
+		}
+	}
+}
