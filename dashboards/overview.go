@@ -303,7 +303,8 @@ func ttftByCache() *Panel {
 		"Time to first token by how much of the prompt the prefix cache served: p50 and p90 from the histogram's buckets "+
 			"per cache value (left axis), and each value's share of the requests that got a first token (right axis). "+
 			"hit: the engine recomputed at most the block holding the last prompt token (prompt_tokens - cached_tokens <= "+
-			"the KV block size); partial: some of the prompt was cached, more than a block recomputed; miss: nothing cached "+
+			"the KV block size: a repeated prompt, a resent conversation); partial: some of the prompt was cached, more than a "+
+			"block recomputed (a shared system prompt before a new question, a conversation's new turn); miss: nothing cached "+
 			"(also with engine.prefix_caching off). The gap between the hit and miss lines is what the cache saves; the "+
 			"quantile of a value with no request in the interval is empty. "+help(schema.IDTTFT), ts...)
 	p.FieldConfig.Overrides = []Override{{
