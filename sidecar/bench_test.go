@@ -203,6 +203,14 @@ func populate(tb testing.TB, a *Aggregator, n int) {
 						break
 					}
 					r.PromptTokens = 10 * (i + j + k + 1)
+					switch (i + j + k) % 3 { // every cache outcome (blocks of 16)
+					case 0:
+						r.CachedTokens = 0 // miss
+					case 1:
+						r.CachedTokens = r.PromptTokens - 1 // hit
+					case 2:
+						r.CachedTokens = 1 // partial: 29 and more recomputed
+					}
 					buf = append(buf, s.request(r)...)
 				}
 			}

@@ -157,7 +157,10 @@
 // constrained_valid, tool_calls, prefix_cache_queries, prefix_cache_hits
 // (prompt tokens looked up in the prefix cache and found there: hits over
 // queries is the hit ratio, which the page shows), errors_by_type), "now"
-// (the gauges, prefix_cache_blocks among them), constraint_mean_seconds ({mask_per_token, compile}: the
+// (the gauges, prefix_cache_blocks among them), ttft_by_cache ({hit, partial,
+// miss}, each {requests, mean_seconds}: the time to first token by cache
+// outcome since the target appeared, mean null without a request; the page
+// shows them), constraint_mean_seconds ({mask_per_token, compile}: the
 // means of the grammar mask time per token and of compile time, 0 without
 // a constrained request), decode_time_by_batch_size ([{batch_size, steps,
 // mean_seconds}]) and "series": one array per quantity, aligned with
