@@ -115,6 +115,24 @@ func alertingGroups(t Thresholds) []Group {
 				" draft tokens/s); the %[3]s threshold is %[1]s for %[2]s.",
 		},
 	}
+	// The hit ratio's level depends on the workload (how many prompts share
+	// a prefix), so no fixed floor fits every server: the alert compares
+	// the last hour with the 3 hours before it (RUNBOOK.md).
+	baseline := RecordPrefixHitRatio3h + " offset 1h"
+	engine = append(engine, alertSpec{
+		name:   "PicometerPrefixCacheHitRatioCollapsed",
+		levels: []level{{SeverityWarning, t.PrefixCacheDrop}},
+		expr: func(th float64) string {
+			return fmt.Sprintf("%s < %s * %s and %s >= %s and %s > %s", RecordPrefixHitRatio1h, num(th), baseline,
+				baseline, num(t.PrefixCacheMinBaseline), RecordPrefixQueryRate1h, num(t.PrefixCacheMinQueryRate))
+		},
+		threshold: percent,
+		summary:   "The prefix-cache hit ratio fell below %[1]s of its level over the 3 hours before.",
+		description: "The prefix cache of model " + model + " on " + inst + " served {{ $value | humanizePercentage }} of the prompt tokens" +
+			" looked up over the last hour, under %[1]s of its hit ratio over the 3 hours before (which was at least " +
+			percent(t.PrefixCacheMinBaseline) + "), with more than " + num(t.PrefixCacheMinQueryRate) +
+			" prompt tokens/s looked up; the %[3]s threshold is %[1]s for %[2]s.",
+	})
 	sidecar := []alertSpec{
 		{
 			name: "PicometerSidecarLosingEvents", levels: tiers(t.EventsLostRatio),

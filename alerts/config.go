@@ -154,10 +154,18 @@ type fileSpec struct {
 	MinDraftRate *float64 `toml:"min_draft_rate"`
 }
 
+type filePrefixCache struct {
+	Warning      *float64 `toml:"warning"`
+	WarningFor   string   `toml:"warning_for"`
+	MinBaseline  *float64 `toml:"min_baseline"`
+	MinQueryRate *float64 `toml:"min_query_rate"`
+}
+
 type fileThresholds struct {
 	WaitingPerSlot   fileTiers       `toml:"waiting_per_slot"`
 	KVCacheUsage     fileTiers       `toml:"kv_cache_usage"`
 	SpecAcceptance   fileSpec        `toml:"spec_acceptance"`
+	PrefixCache      filePrefixCache `toml:"prefix_cache_collapse"`
 	EventsLostRatio  fileTiers       `toml:"events_lost_ratio"`
 	DecodeErrorRatio fileTiers       `toml:"decode_error_ratio"`
 	LastEventAge     fileTiers       `toml:"last_event_age"`
@@ -199,6 +207,10 @@ func toFile(c Config) fileConfig {
 	}
 	if c.SpecAcceptance.For != 0 {
 		f.Thresholds.SpecAcceptance = fileSpec{fptr(c.SpecAcceptance.Threshold), durString(c.SpecAcceptance.For), fptr(c.SpecMinDraftRate)}
+	}
+	if c.PrefixCacheDrop.For != 0 {
+		f.Thresholds.PrefixCache = filePrefixCache{fptr(c.PrefixCacheDrop.Threshold), durString(c.PrefixCacheDrop.For),
+			fptr(c.PrefixCacheMinBaseline), fptr(c.PrefixCacheMinQueryRate)}
 	}
 	for _, o := range c.Objectives {
 		fo := fileObjective{
@@ -270,6 +282,11 @@ func (f *fileConfig) config() (Config, error) {
 	rate, err := val("thresholds.spec_acceptance.min_draft_rate", th.SpecAcceptance.MinDraftRate)
 	keep(err)
 	c.SpecMinDraftRate = rate
+	c.PrefixCacheDrop = tier("thresholds.prefix_cache_collapse.warning", th.PrefixCache.Warning, th.PrefixCache.WarningFor)
+	c.PrefixCacheMinBaseline, err = val("thresholds.prefix_cache_collapse.min_baseline", th.PrefixCache.MinBaseline)
+	keep(err)
+	c.PrefixCacheMinQueryRate, err = val("thresholds.prefix_cache_collapse.min_query_rate", th.PrefixCache.MinQueryRate)
+	keep(err)
 	c.EventsLostRatio = tiers("events_lost_ratio", th.EventsLostRatio)
 	c.DecodeErrorRatio = tiers("decode_error_ratio", th.DecodeErrorRatio)
 	c.LastEventAge = tiers("last_event_age", th.LastEventAge)

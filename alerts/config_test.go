@@ -30,6 +30,8 @@ var badSLOFiles = map[string]string{
 	"bad_threshold_order.toml":        `thresholds.waiting_per_slot: critical threshold 0.5 is not above warning 1`,
 	"bad_threshold_key.toml":          `unknown key "thresholds.no_daemon.warning"`,
 	"bad_objective_type.toml":         `line 4 (last key "objective.objective"): incompatible types: TOML value has type string; destination has type float`,
+	"bad_prefix_cache_drop.toml":      `thresholds.prefix_cache_collapse.warning: 50 is not a fraction of the baseline between 0 and 1 (exclusive)`,
+	"bad_prefix_cache_baseline.toml":  `thresholds.prefix_cache_collapse.min_baseline: 1.5 is not a ratio between 0 and 1`,
 }
 
 func TestBadSLOFiles(t *testing.T) {

@@ -18,6 +18,7 @@ var (
 	LabelPosition     = schema.PromLabel(schema.AttrPosition.Key)
 	LabelReason       = schema.PromLabel(schema.AttrDecodeReason.Key)
 	LabelKind         = schema.PromLabel(schema.AttrEventKind.Key)
+	LabelCache        = schema.PromLabel(schema.AttrCache.Key)
 )
 
 // Prometheus-side labels.
@@ -88,6 +89,13 @@ var (
 	RecordSpecAcceptance = "instance_model:" + trimTotal(Series(schema.IDSpecAcceptedTokens, "")) + "_per_draft_token:ratio_rate5m"
 	// RecordWaitingPerSlot is waiting requests per engine slot.
 	RecordWaitingPerSlot = "instance_model:" + Series(schema.IDRequestsWaiting, "") + "_per_slot:ratio"
+	// RecordPrefixHitRatio1h is prompt tokens found in the prefix cache /
+	// looked up over 1h; RecordPrefixHitRatio3h the same over 3h (the
+	// collapse alert's baseline, an hour earlier).
+	RecordPrefixHitRatio1h = "instance_model:" + trimTotal(Series(schema.IDPrefixHits, "")) + "_per_query:ratio_rate1h"
+	RecordPrefixHitRatio3h = "instance_model:" + trimTotal(Series(schema.IDPrefixHits, "")) + "_per_query:ratio_rate3h"
+	// RecordPrefixQueryRate1h is prompt tokens looked up per second over 1h.
+	RecordPrefixQueryRate1h = "instance_model:" + Series(schema.IDPrefixQueries, "") + ":rate1h"
 	// RecordEventsLostRatio is lost / (lost + applied) events per sidecar.
 	RecordEventsLostRatio = "instance:" + trimTotal(Series(schema.IDSidecarEventsLost, "")) + ":ratio_rate5m"
 	// RecordEventsDroppedRatio is the events daemons dropped (their queue

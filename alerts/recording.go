@@ -70,6 +70,13 @@ func recordingGroups(t Thresholds) []Group {
 		},
 	}
 
+	hits, queries := Series(schema.IDPrefixHits, ""), Series(schema.IDPrefixQueries, "")
+	prefix := []Rule{
+		{Record: RecordPrefixHitRatio1h, Expr: ratioOfRatesOver(InstanceModel, hits, queries, "1h")},
+		{Record: RecordPrefixHitRatio3h, Expr: ratioOfRatesOver(InstanceModel, hits, queries, "3h")},
+		{Record: RecordPrefixQueryRate1h, Expr: fmt.Sprintf("sum %s (rate(%s[1h]))", im, queries)},
+	}
+
 	ib := by(InstanceLabels...)
 	applied := fmt.Sprintf("sum %s (rate(%s[%s]))", ib, Series(schema.IDSidecarEvents, ""), Window)
 	lossRatio := func(bad string) string {
@@ -87,12 +94,18 @@ func recordingGroups(t Thresholds) []Group {
 		{Name: "picometer.latency.rules", Rules: lat},
 		{Name: "picometer.requests.rules", Rules: requests},
 		{Name: "picometer.spec_decode.rules", Rules: spec},
+		{Name: "picometer.prefix_cache.rules", Rules: prefix},
 		{Name: "picometer.sidecar.rules", Rules: sidecar},
 	}
 }
 
 // ratioOfRates is sum by (labels) (rate(num[5m])) / sum by (labels) (rate(den[5m])).
 func ratioOfRates(labels []string, num, den string) string {
+	return ratioOfRatesOver(labels, num, den, Window)
+}
+
+// ratioOfRatesOver is ratioOfRates over window w.
+func ratioOfRatesOver(labels []string, num, den, w string) string {
 	b := by(labels...)
-	return fmt.Sprintf("sum %s (rate(%s[%s])) / sum %s (rate(%s[%s]))", b, num, Window, b, den, Window)
+	return fmt.Sprintf("sum %s (rate(%s[%s])) / sum %s (rate(%s[%s]))", b, num, w, b, den, w)
 }

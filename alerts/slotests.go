@@ -3,6 +3,7 @@ package alerts
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -137,11 +138,42 @@ func scenarioSeries(o *Objective, sc SLOScenario, serverErrorTypes []string) []I
 			{Series(schema.IDRequestsFailed, ""), labels(base, []KV{{LabelErrorType, serverErrorTypes[0]}}), counterValues(segs, bad)},
 		}
 	}
+	if splitByCache(o) {
+		// The time to first token is exported once per cache outcome: half
+		// the good requests are hits, the rest and every bad one misses,
+		// so only rules that sum over the cache label see the objective's
+		// ratios (a rule keeping the label would see two series, 0% and
+		// twice the share of bad, and its alerts would carry the label).
+		hit := func(s Segment) float64 { return good(s) / 2 }
+		missGood := func(s Segment) float64 { return good(s) - hit(s) }
+		missTotal := func(s Segment) float64 { return missGood(s) + bad(s) }
+		var out []InputSeries
+		for _, c := range []struct {
+			cache       string
+			total, good func(Segment) float64
+		}{{schema.CacheHit, hit, hit}, {schema.CacheMiss, missTotal, missGood}} {
+			l := labels(base, []KV{{LabelCache, c.cache}})
+			out = append(out,
+				InputSeries{Series(o.Histogram, "_count"), l, counterValues(segs, c.total)},
+				InputSeries{Series(o.Histogram, "_bucket"), labels(l, []KV{{LabelLE, num(o.Target)}}), counterValues(segs, c.good)},
+				InputSeries{Series(o.Histogram, "_bucket"), labels(l, []KV{{LabelLE, "+Inf"}}), counterValues(segs, c.total)})
+		}
+		return out
+	}
 	return []InputSeries{
 		{Series(o.Histogram, "_count"), base, counterValues(segs, total)},
 		{Series(o.Histogram, "_bucket"), labels(base, []KV{{LabelLE, num(o.Target)}}), counterValues(segs, good)},
 		{Series(o.Histogram, "_bucket"), labels(base, []KV{{LabelLE, "+Inf"}}), counterValues(segs, total)},
 	}
+}
+
+// splitByCache reports whether a latency objective's histogram carries the
+// cache label and its selector does not fix it.
+func splitByCache(o *Objective) bool {
+	if !slices.Contains(schema.Lookup(o.Histogram).Attrs, schema.AttrCache) {
+		return false
+	}
+	return lookupKV(o.Selector, LabelCache) == ""
 }
 
 func (c *Config) objective(name string) *Objective {

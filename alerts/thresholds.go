@@ -50,6 +50,19 @@ type Thresholds struct {
 	// SpecMinDraftRate is the draft tokens per second under which the
 	// acceptance alert stays quiet (too little speculation to judge).
 	SpecMinDraftRate float64
+	// PrefixCacheDrop is the prefix-cache hit ratio of the last hour as a
+	// fraction of the ratio over the 3 hours before it (below): 0.5 warns
+	// when the hour's ratio fell under half its recent level; warning only
+	// (key prefix_cache_collapse.warning).
+	PrefixCacheDrop Tier
+	// PrefixCacheMinBaseline is the ratio over the 3 hours before under
+	// which the collapse alert stays quiet: a workload that shares few
+	// prefixes has no cache to lose (key prefix_cache_collapse.min_baseline).
+	PrefixCacheMinBaseline float64
+	// PrefixCacheMinQueryRate is the prompt tokens looked up per second
+	// over the last hour under which the collapse alert stays quiet, so an
+	// idle server does not warn (key prefix_cache_collapse.min_query_rate).
+	PrefixCacheMinQueryRate float64
 	// EventsLostRatio is lost events / (lost + applied events) per sidecar
 	// over 5m (above).
 	EventsLostRatio Tiers
@@ -124,6 +137,17 @@ func (t *Thresholds) Validate() error {
 	}
 	if t.SpecMinDraftRate < 0 {
 		return fmt.Errorf("thresholds.spec_acceptance.min_draft_rate: %v < 0", t.SpecMinDraftRate)
+	}
+	if d := t.PrefixCacheDrop; !(d.Threshold > 0 && d.Threshold < 1) {
+		return fmt.Errorf("thresholds.prefix_cache_collapse.warning: %v is not a fraction of the baseline between 0 and 1 (exclusive)", d.Threshold)
+	} else if d.For <= 0 {
+		return fmt.Errorf("thresholds.prefix_cache_collapse: for must be positive")
+	}
+	if b := t.PrefixCacheMinBaseline; !(b >= 0 && b <= 1) {
+		return fmt.Errorf("thresholds.prefix_cache_collapse.min_baseline: %v is not a ratio between 0 and 1", b)
+	}
+	if t.PrefixCacheMinQueryRate < 0 {
+		return fmt.Errorf("thresholds.prefix_cache_collapse.min_query_rate: %v < 0", t.PrefixCacheMinQueryRate)
 	}
 	return nil
 }

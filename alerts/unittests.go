@@ -158,6 +158,19 @@ func UnitTests() []UnitTest {
 	}
 	slots := gauge(schema.IDSlots, 8, tm)
 	m := time.Minute
+	// Prefix-cache lookups: 2 hours at one hit ratio, then 75 minutes at
+	// another, in tokens per minute. The 3h baseline an hour back then
+	// holds the 2h15m there are, as for a server that started 3h15m ago.
+	// (Each minute of input costs promtool an evaluation of every rule:
+	// with 7h of lead these cases took ~38 s of promtool.)
+	const lead = 2 * 60
+	prefix := func(perMin, before, after float64) []InputSeries {
+		segs := []Segment{{lead, perMin, perMin * (1 - before)}, {75, perMin, perMin * (1 - after)}}
+		return []InputSeries{
+			{Name: Series(schema.IDPrefixQueries, ""), Labels: tm, Values: counterValues(segs, func(s Segment) float64 { return s.PerMinute })},
+			{Name: Series(schema.IDPrefixHits, ""), Labels: tm, Values: counterValues(segs, func(s Segment) float64 { return s.PerMinute - s.Bad })},
+		}
+	}
 
 	return []UnitTest{
 		// Waiting queue: 8 slots.
@@ -187,6 +200,18 @@ func UnitTests() []UnitTest {
 			Series: spec(30, 0)},
 		{Name: "2% of drafts accepted fires warning", Alert: "PicometerSpecAcceptanceCollapsed", Eval: 25 * m,
 			Series: spec(600, 12), Fires: []string{w}, Labels: tm, Value: "2%"},
+
+		// Prefix cache: 6000 tokens/min (100/s) looked up. From 70% to 10%:
+		// the hour's ratio passes under half the baseline (~0.63 to 0.7, the
+		// 3h an hour earlier) about 38 minutes in, then for: 30m.
+		{Name: "a steady 70% hit ratio stays quiet", Alert: "PicometerPrefixCacheHitRatioCollapsed", Eval: (lead + 75) * m,
+			Series: prefix(6000, 0.7, 0.7)},
+		{Name: "a hit ratio down from 70% to 10% fires warning", Alert: "PicometerPrefixCacheHitRatioCollapsed", Eval: (lead + 75) * m,
+			Series: prefix(6000, 0.7, 0.1), Fires: []string{w}, Labels: tm, Value: "10%"},
+		{Name: "an idle server (5 tokens/s) stays quiet", Alert: "PicometerPrefixCacheHitRatioCollapsed", Eval: (lead + 75) * m,
+			Series: prefix(300, 0.7, 0.1)},
+		{Name: "a workload sharing few prefixes (10% down to 2%) stays quiet", Alert: "PicometerPrefixCacheHitRatioCollapsed", Eval: (lead + 75) * m,
+			Series: prefix(6000, 0.1, 0.02)},
 
 		// Sidecar loss: applied request events per minute plus lost ones.
 		{Name: "no lost events stays quiet", Alert: "PicometerSidecarLosingEvents", Eval: 20 * m,

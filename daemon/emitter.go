@@ -135,7 +135,7 @@ func (e *Emitter) Request(ev *schema.Request) {
 // total adds a request to the totals: when it is numbered, or dropped.
 func (e *Emitter) total(r *schema.RequestBody) {
 	e.totMu.Lock()
-	e.tot.Add(r)
+	e.tot.Add(r, e.hello.Config.BlockSize)
 	e.totMu.Unlock()
 }
 
@@ -160,7 +160,7 @@ func copyTotals(dst, src *schema.TotalsBody) {
 		d.PromptTokens, d.CompletionTokens = s.PromptTokens, s.CompletionTokens
 		copy(d.Finished, s.Finished)
 		copy(d.Failed, s.Failed)
-		for _, hs := range [2][2][]schema.Hist{{d.Hists, s.Hists}, {d.DurationByError, s.DurationByError}} {
+		for _, hs := range [3][2][]schema.Hist{{d.Hists, s.Hists}, {d.DurationByError, s.DurationByError}, {d.TTFTCache, s.TTFTCache}} {
 			for h := range hs[1] {
 				if hs[1][h].Counts == nil {
 					hs[0][h] = schema.Hist{}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,8 +36,11 @@ func TestEmitterTotals(t *testing.T) {
 			r.RequestBody = schema.RequestBody{ID: s.id, Operation: schema.OpChat, AdmittedUS: 10, FirstTokenUS: 100 * int64(i),
 				LastTokenUS: 2000, FinishUS: 2100, PromptTokens: i, CompletionTokens: 3, FinishReason: schema.FinishStop,
 				ITLUS: []int64{500, 600}}
+			if i%4 == 1 { // 5, 9: all but the last prompt token cached, a hit (1: nothing cached)
+				r.CachedTokens = i - 1
+			}
 		}
-		want.Add(&r.RequestBody)
+		want.Add(&r.RequestBody, 16)
 		e.Request(r)
 	}
 	dropped := e.Dropped()
@@ -73,6 +77,12 @@ func TestEmitterTotals(t *testing.T) {
 	if d := diffTotals(e.Totals(), want); d != "" {
 		t.Errorf("Totals(): %s", d)
 	}
+	chat := &last.Ops[slices.Index(schema.AttrOperation.Values, schema.OpChat)]
+	for c, n := range []uint64{2, 0, 3} { // hit (5, 9), partial, miss (1, 3, 7)
+		if got := chat.TTFTCache[c].Count(); got != n {
+			t.Errorf("final totals: chat TTFT with cache %s counted %d, want %d", schema.CacheOutcomes[c], got, n)
+		}
+	}
 }
 
 // diffTotals compares totals: counts exactly, sums within 1e-12 relative
@@ -83,7 +93,7 @@ func diffTotals(got, want schema.TotalsBody) string {
 		var sums []float64
 		for op := range t.Ops {
 			o := &t.Ops[op]
-			for _, hs := range [][]schema.Hist{o.Hists, o.DurationByError} {
+			for _, hs := range [][]schema.Hist{o.Hists, o.DurationByError, o.TTFTCache} {
 				for i := range hs {
 					sums = append(sums, hs[i].Sum)
 					hs[i].Sum = 0

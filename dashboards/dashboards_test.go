@@ -175,6 +175,7 @@ func TestOverviewHasRequiredPanels(t *testing.T) {
 		{"Draft acceptance rate", "timeseries"},
 		{"Mean acceptance length", "timeseries"},
 		{"Acceptance by position", "bargauge"},
+		{"TTFT by cache outcome", "timeseries"},
 		{"Prompt length", "heatmap"},
 		{"Generation length", "heatmap"},
 		{"Events lost", "timeseries"},

@@ -203,6 +203,7 @@ func Overview() *Dashboard {
 	b.add(8, 8, timeseries("Prefix-cache evictions", "suffix: blocks/s",
 		"Cached blocks evicted per second. "+help(schema.IDPrefixEvictions),
 		target(rate(sel(alerts.Series(schema.IDPrefixEvictions, "")), lModel, lInstance), modelLegend)))
+	b.add(24, 9, ttftByCache())
 
 	// ---- speculative decoding -------------------------------------------
 	b.row("Speculative decoding")
@@ -280,6 +281,41 @@ func Overview() *Dashboard {
 
 	d.Panels = b.panels
 	return d
+}
+
+// ttftByCache is the time to first token split by prefix-cache outcome:
+// p50 and p90 per cache value from the buckets (left axis), and each
+// value's share of the requests (right axis, percent), so an operator sees
+// what a hit saves and how often it happens. It reads the buckets, not the
+// recording rules, which sum over the cache label.
+func ttftByCache() *Panel {
+	lCache := alerts.LabelCache
+	bucket := sel(alerts.Series(schema.IDTTFT, "_bucket"))
+	count := sel(alerts.Series(schema.IDTTFT, "_count"))
+	var ts []Target
+	for _, q := range []string{"0.5", "0.9"} {
+		ts = append(ts, target(fmt.Sprintf("histogram_quantile(%s, %s)", q, rate(bucket, "le", lCache, lModel, lInstance)),
+			"p"+percentile(q)+" {{"+lCache+"}} "+modelLegend))
+	}
+	ts = append(ts, target(fmt.Sprintf("%s / ignoring (%s) group_left %s", rate(count, lCache, lModel, lInstance), lCache,
+		rate(count, lModel, lInstance)), "share {{"+lCache+"}} "+modelLegend))
+	p := timeseries("TTFT by cache outcome", unitSeconds,
+		"Time to first token by how much of the prompt the prefix cache served: p50 and p90 from the histogram's buckets "+
+			"per cache value (left axis), and each value's share of the requests that got a first token (right axis). "+
+			"hit: the engine recomputed at most the block holding the last prompt token (prompt_tokens - cached_tokens <= "+
+			"the KV block size: a repeated prompt, a resent conversation); partial: some of the prompt was cached, more than a "+
+			"block recomputed (a shared system prompt before a new question, a conversation's new turn); miss: nothing cached "+
+			"(also with engine.prefix_caching off). The gap between the hit and miss lines is what the cache saves; the "+
+			"quantile of a value with no request in the interval is empty. "+help(schema.IDTTFT), ts...)
+	p.FieldConfig.Overrides = []Override{{
+		Matcher: Matcher{ID: "byRegexp", Options: "/^share /"},
+		Properties: []Property{
+			{ID: "unit", Value: unitPercent}, {ID: "min", Value: 0}, {ID: "max", Value: 1},
+			{ID: "custom.axisPlacement", Value: "right"}, {ID: "custom.drawStyle", Value: "bars"},
+			{ID: "custom.fillOpacity", Value: 30},
+		},
+	}}
+	return p
 }
 
 // withExemplars is a panel of a request histogram's p50 and p99 computed

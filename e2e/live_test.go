@@ -319,6 +319,7 @@ func TestLiveStack(t *testing.T) {
 	})
 	counted := exposition.sum(finished, nil)
 	checkConstraintSeries(t, exposition, enforced, whyNot)
+	checkCacheSeries(t, exposition)
 	for _, reason := range schema.FinishReasons {
 		t.Logf("sidecar: %s{finish_reason=%q} = %v", finished, reason,
 			exposition.sum(finished, map[string]string{alerts.LabelFinishReason: reason}))
@@ -404,6 +405,7 @@ func TestLiveStack(t *testing.T) {
 		}
 	}
 	t.Logf("dashboard panels (model %s, instance %s):\n%s", modelName, sidecarAddr, strings.Join(table, "\n"))
+	checkCachePanel(t, api, vars)
 
 	// ---- rules ---------------------------------------------------------------
 	groups := append(alerts.Groups(alerts.Default()), alerts.Group{Name: "picometer.live-test.alerts", Rules: liveAlerts})
@@ -752,4 +754,58 @@ func parseExposition(text string) (metricsText, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// checkCacheSeries holds the traffic to what it was built for: requests of
+// every prefix-cache outcome, each counted in the time to first token under
+// its cache label (traffic_test.go: repeated prompts hit, a longer prompt
+// behind a cached one is partial, the first of each kind misses).
+func checkCacheSeries(t *testing.T, m metricsText) {
+	t.Helper()
+	count := alerts.Series(schema.IDTTFT, "_count")
+	for _, c := range schema.CacheOutcomes {
+		n := m.sum(count, map[string]string{alerts.LabelCache: c})
+		t.Logf("sidecar: %s{%s=%q} = %v", count, alerts.LabelCache, c, n)
+		if n < 1 {
+			t.Errorf("no request counted with %s=%q in %s", alerts.LabelCache, c, count)
+		}
+	}
+}
+
+// checkCachePanel holds the "TTFT by cache outcome" panel to data for each
+// cache outcome the traffic produced: every query returns a finite value
+// for hit, partial and miss alike, not only some series.
+func checkCachePanel(t *testing.T, api promAPI, vars map[string]string) {
+	t.Helper()
+	var panel *dashboards.Panel
+	for _, p := range dashboards.AllPanels(dashboards.Overview()) {
+		if p.Title == "TTFT by cache outcome" {
+			panel = p
+		}
+	}
+	if panel == nil {
+		t.Fatal(`no "TTFT by cache outcome" panel`)
+	}
+	for _, tg := range panel.Targets {
+		expr, err := expandGrafana(tg.Expr, vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := api.query(expr)
+		if err != nil {
+			t.Fatalf("panel %q %s: %v", panel.Title, tg.RefID, err)
+		}
+		got := map[string]float64{}
+		for _, x := range s {
+			if !math.IsNaN(x.Value) && !math.IsInf(x.Value, 0) {
+				got[x.Metric[alerts.LabelCache]] = x.Value
+			}
+		}
+		for _, c := range schema.CacheOutcomes {
+			if _, ok := got[c]; !ok {
+				t.Errorf("panel %q %s (%s): no finite value for %s=%q: %v", panel.Title, tg.RefID, tg.LegendFormat, alerts.LabelCache, c, s)
+			}
+		}
+		t.Logf("panel %q %s (%s): %v", panel.Title, tg.RefID, tg.LegendFormat, got)
+	}
 }

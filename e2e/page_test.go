@@ -264,6 +264,11 @@ func TestLivePage(t *testing.T) {
 	if mm := re.FindStringSubmatch(dom); mm == nil || mm[1] != strconv.FormatUint(tg.Totals.Requests, 10) {
 		t.Errorf("rendered requests total %v, want %d", mm, tg.Totals.Requests)
 	}
+	// The TTFT by cache outcome: the traffic repeats prompts, so hits are
+	// among the requests the page counts.
+	if mm := regexp.MustCompile(`<dd data-total="ttft_by_cache">hit [^(]+\((\d+)\)`).FindStringSubmatch(dom); mm == nil || mm[1] == "0" {
+		t.Errorf("rendered page shows no TTFT of cache hits: %v", mm)
+	}
 	if n := strings.Count(dom, "<path "); n < 10 {
 		t.Errorf("rendered page has %d plotted lines, want at least 10", n)
 	}

@@ -35,6 +35,17 @@ type request struct {
 // The prompt repeats itself so the n-gram drafter finds drafts.
 const repetitive = "the cat sat on the mat. the cat sat on the mat. the cat sat on the"
 
+// longer returns a prompt that starts with repetitive and goes on, from a
+// number i on, for more than one KV block (16 tokens): once a repetitive
+// completion has been served, its prefix comes from the cache and the rest
+// is computed, a partial hit, whatever other longer prompts ran (each
+// differs from the others right after repetitive). Repeated repetitive
+// completions are full hits (all but its last block cached), and the first
+// request of every kind a miss.
+func longer(i int) string {
+	return fmt.Sprintf("%s %d: the dog slept by the door and the bird sang in the old tree outside", repetitive, i)
+}
+
 // traffic returns the requests of the live check: streaming and not, chat
 // and completions, greedy and sampled, aborted streams, and invalid
 // requests that the daemon must answer with an OpenAI-shaped error.
@@ -58,6 +69,10 @@ func traffic(model string) []request {
 	for i := 0; i < 4; i++ {
 		gen(fmt.Sprintf("sampled chat %d", i), "/v1/chat/completions",
 			chat("tell me about picometer", fmt.Sprintf(`,"max_tokens":40,"temperature":0.8,"seed":%d`, i+1)), false)
+	}
+	for i := 0; i < 4; i++ {
+		gen(fmt.Sprintf("partially cached completion %d", i), "/v1/completions",
+			fmt.Sprintf(`{"prompt":%q,"max_tokens":16,"temperature":0}`, longer(i)), false)
 	}
 	for i := 0; i < 4; i++ {
 		gen(fmt.Sprintf("completion stream %d", i), "/v1/completions",

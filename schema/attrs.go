@@ -107,6 +107,44 @@ func ConstraintOutcome(b *RequestBody) string {
 	return OutcomeAborted
 }
 
+// Prefix-cache outcomes of a request (the cache attribute of the time to
+// first token, issue 27): how much of its prompt's K/V the engine's prefix
+// cache served at the request's first admission.
+const (
+	// CacheHit: everything a block-granular cache could serve was served.
+	// The cache reuses whole blocks and never the last prompt token (whose
+	// logits the prefill computes), so at most the block holding the last
+	// prompt token is recomputed: prompt_tokens - cached_tokens <=
+	// block_size, with cached_tokens > 0.
+	CacheHit = "hit"
+	// CachePartial: some of the prompt came from the cache, and more than
+	// one block of it was recomputed (a conversation's new turn, a shared
+	// system prompt before a new document).
+	CachePartial = "partial"
+	// CacheMiss: nothing came from the cache (cached_tokens 0), also when
+	// caching is off (engine.prefix_caching = false) or the prompt is too
+	// short to fill a block before its last token.
+	CacheMiss = "miss"
+)
+
+// CacheOutcomes is the closed set of prefix-cache outcomes.
+var CacheOutcomes = []string{CacheHit, CachePartial, CacheMiss}
+
+// CacheOutcome is the prefix-cache outcome of a request event for an engine
+// whose KV-cache blocks hold blockSize tokens (the hello event's
+// config.block_size; a size below 1 counts as 1, so only a prompt cached up
+// to its last token is a hit). It is the one rule, in the daemon's totals
+// and in the sidecar alike.
+func CacheOutcome(r *RequestBody, blockSize int) string {
+	switch {
+	case r.CachedTokens <= 0:
+		return CacheMiss
+	case r.PromptTokens-r.CachedTokens <= max(blockSize, 1):
+		return CacheHit
+	}
+	return CachePartial
+}
+
 // Operation names (gen_ai.operation.name).
 const (
 	OpChat           = "chat"            // POST /v1/chat/completions
@@ -212,6 +250,8 @@ var (
 		Doc: "how a constrained request ended"}
 	AttrToolFormat = &Attr{Key: "tool_format", Values: ToolFormats,
 		Doc: "the model's tool-call format, read from its chat template"}
+	AttrCache = &Attr{Key: "cache", Values: CacheOutcomes,
+		Doc: "how much of the prompt the prefix cache served: hit (all but at most the block holding the last prompt token: prompt_tokens - cached_tokens <= block_size), partial (some, and more than a block recomputed), miss (none; also with caching off)"}
 	AttrFinishReason = &Attr{Key: "finish_reason", Values: FinishReasons,
 		Doc: "why the request finished"}
 	AttrErrorType = &Attr{Key: "error.type", Values: ErrorTypes,

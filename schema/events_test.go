@@ -20,6 +20,9 @@ func hdr(kind string, seq uint64) Header {
 	return Header{V: Version, Kind: kind, Boot: "9f1c2e7a5b3d4c61", Seq: seq, TimeUnixNano: 1795000000123456789}
 }
 
+// exampleBlockSize is the KV-cache block size of the golden hello.
+const exampleBlockSize = 16
+
 // exampleEvents are the golden examples, one per kind and outcome.
 func exampleEvents() map[string]any {
 	ok := &Request{Header: hdr(KindRequest, 2), RequestBody: RequestBody{
@@ -32,7 +35,7 @@ func exampleEvents() map[string]any {
 	abort := &Request{Header: hdr(KindRequest, 3), RequestBody: RequestBody{
 		ID: "chatcmpl-8", Operation: OpChat, Stream: true,
 		AdmittedUS: 80, FirstTokenUS: 7000, LastTokenUS: 10000, FinishUS: 10400,
-		PromptTokens: 30, PrefillTokens: 30, DecodeTokens: 2, CompletionTokens: 3,
+		PromptTokens: 30, PrefillTokens: 14, DecodeTokens: 2, CompletionTokens: 3, CachedTokens: 16,
 		FinishReason: FinishAbort, ErrorType: ErrCancelled, ITLUS: []int64{1500, 1500},
 	}}
 	failed := &Request{Header: hdr(KindRequest, 4), RequestBody: RequestBody{
@@ -66,13 +69,13 @@ func exampleEvents() map[string]any {
 	}}
 	totals := &Totals{Header: hdr(KindTotals, 6), TotalsBody: NewTotals()}
 	for _, r := range []*Request{ok, abort, failed} {
-		totals.Add(&r.RequestBody)
+		totals.Add(&r.RequestBody, exampleBlockSize)
 	}
 	return map[string]any{
 		"totals.ndjson": totals,
 		"hello.ndjson": &Hello{Header: hdr(KindHello, 1), HelloBody: HelloBody{
 			PID: 4242, Model: "picometer-tiny", Engine: "picometer", Daemon: "0.1.0",
-			Config: EngineConfig{BMax: 8, ContextLength: 256, BlockSize: 16, KVBlocks: 128, SpecK: 4, PrefillChunk: 64},
+			Config: EngineConfig{BMax: 8, ContextLength: 256, BlockSize: exampleBlockSize, KVBlocks: 128, SpecK: 4, PrefillChunk: 64},
 		}},
 		"request_length.ndjson": ok,
 		"request_abort.ndjson":  abort,
@@ -247,6 +250,11 @@ func TestDecodeErrors(t *testing.T) {
 	f(sub(`"itl_us":[1]`, `"itl_us":[1,2,3]`), ReasonInvalidField, "itl_us")
 	f(sub(`"itl_us":[1]`, `"itl_us":[-1]`), ReasonInvalidField, "itl_us[0]")
 	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"draft_tokens":1,"accepted_tokens":2`), ReasonInvalidField, "accepted_tokens")
+	// cached_tokens decides the TTFT's cache label: never more than the prompt.
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":30,"cached_tokens":31`), ReasonInvalidField, "cached_tokens: 31 not in 0..prompt_tokens (30)")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":30,"cached_tokens":-1`), ReasonInvalidField, "cached_tokens: -1 not in 0..prompt_tokens (30)")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"cached_tokens":16`), ReasonInvalidField, "cached_tokens: 16 not in 0..prompt_tokens (0)")
+	f(sub(`"completion_tokens":2`, `"completion_tokens":2,"prompt_tokens":30,"cached_tokens":"16"`), ReasonMalformed, "malformed event")
 	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"model":"m","engine":"e","daemon":"d","config":{"b_max":0,"context_length":1}}`, ReasonInvalidField, "config.b_max")
 	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"engine":"e","config":{"b_max":1,"context_length":1}}`, ReasonInvalidField, "model: missing")
 	f(`{"v":1,"kind":"hello","boot":"b","seq":1,"model":"m","engine":"e","config":{"b_max":1,"context_length":1}}`, ReasonInvalidField, "daemon: missing")

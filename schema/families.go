@@ -58,8 +58,8 @@ var Families = []*Family{
 	// ---- request latency -------------------------------------------------
 	{
 		ID: IDTTFT, Name: "gen_ai.server.time_to_first_token", Unit: "s", Kind: KindHistogram,
-		Help:    "Time from the request's HTTP arrival until its first output token leaves the engine (includes queueing and prefill).",
-		Attrs:   []*Attr{AttrModel, AttrEngine, AttrOperation},
+		Help:    "Time from the request's HTTP arrival until its first output token leaves the engine (includes queueing and prefill), by how much of the prompt the prefix cache served (cache: hit, partial, miss).",
+		Attrs:   []*Attr{AttrModel, AttrEngine, AttrOperation, AttrCache},
 		Buckets: TTFTBuckets, Source: SourceRequest,
 	},
 	{

@@ -89,7 +89,10 @@ func routingDoc(b *bytes.Buffer) {
 	b.WriteString("picometerd serves these on its own port for request routers (the Gateway API Inference Extension's\n")
 	b.WriteString("endpoint picker), read from the engine loop's live state at every scrape (at most one engine step old),\n")
 	b.WriteString("not from the 1-s snapshot the sidecar exports. The vLLM names are served while `compat` is on (the\n")
-	b.WriteString("default). Declared in `schema/routing.go`.\n\n")
+	b.WriteString("default). Declared in `schema/routing.go`. No latency histogram is served here, under either name: vLLM's\n")
+	b.WriteString("`vllm:time_to_first_token_seconds` is not served (routers do not read it), so the time to first token's `cache`\n")
+	b.WriteString("label, which vLLM's histogram lacks, is only on the sidecar's series; a compat TTFT alias added later must\n")
+	b.WriteString("sum over it to keep vLLM's label set.\n\n")
 	b.WriteString("| series | labels | family | read by |\n|---|---|---|---|\n")
 	for _, g := range RoutingProfile {
 		f := Lookup(g.Family)

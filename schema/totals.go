@@ -1,6 +1,9 @@
 package schema
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // This file is the cumulative request state of one boot: what a daemon has
 // served since it started, in the exact form the sidecar exports it (token
@@ -111,6 +114,14 @@ type OpTotals struct {
 	// DurationByError is the request duration of failed and aborted
 	// requests, by error type in [ErrorTypes] order.
 	DurationByError []Hist `json:"duration_by_error"`
+	// TTFTCache is the time to first token by prefix-cache outcome, in
+	// [CacheOutcomes] order: Hists[HistTTFT] split by [CacheOutcome], which
+	// the sidecar exports (the cache attribute). Hists[HistTTFT] stays on
+	// the wire, so a sidecar that predates the split still reads the TTFT.
+	// Absent from daemons that predate it: the sidecar then takes
+	// Hists[HistTTFT] as misses, as it takes their request events (which
+	// carry no cached_tokens).
+	TTFTCache []Hist `json:"ttft_cache,omitempty"`
 }
 
 // TotalsBody is the payload of a totals event: the boot's cumulative
@@ -205,6 +216,10 @@ func NewTotals() TotalsBody {
 			o.Hists[h].Counts = make([]uint64, len(requestHistBounds[h])+1)
 		}
 		o.DurationByError = make([]Hist, len(ErrorTypes)) // counts made at the first failure of each type
+		o.TTFTCache = make([]Hist, len(CacheOutcomes))
+		for c := range o.TTFTCache {
+			o.TTFTCache[c].Counts = make([]uint64, len(TTFTBuckets)+1)
+		}
 	}
 	return t
 }
@@ -224,14 +239,16 @@ func RequestErrorType(r *RequestBody) string {
 
 func us(v int64) float64 { return float64(v) / 1e6 }
 
-// Add adds one finished request to t, which must have [NewTotals]' shape:
-// one observation per histogram the request reaches, one per ITL gap, its
-// tokens, its finish reason and its error type. It allocates only at the
+// Add adds one finished request of an engine with KV-cache blocks of
+// blockSize tokens to t, which must have [NewTotals]' shape: one
+// observation per histogram the request reaches (the time to first token
+// under its [CacheOutcome] too), one per ITL gap, its tokens, its finish
+// reason and its error type. It allocates only at the
 // first failure of each error type. A request that would not pass
 // validation (its operation or finish reason outside their sets; a daemon
 // never makes one) is left out and Add returns false; an error type outside
 // its set counts as [ErrOther].
-func (t *TotalsBody) Add(r *RequestBody) bool {
+func (t *TotalsBody) Add(r *RequestBody, blockSize int) bool {
 	op, f := indexIn(AttrOperation.Values, r.Operation), indexIn(FinishReasons, r.FinishReason)
 	if op < 0 || f < 0 {
 		return false
@@ -243,6 +260,7 @@ func (t *TotalsBody) Add(r *RequestBody) bool {
 	}
 	if r.FirstTokenUS >= 0 {
 		obs(HistTTFT, us(r.FirstTokenUS))
+		o.TTFTCache[indexIn(CacheOutcomes, CacheOutcome(r, blockSize))].Observe(TTFTBuckets, us(r.FirstTokenUS))
 		if r.AdmittedUS >= 0 {
 			obs(HistPrefill, us(r.FirstTokenUS-r.AdmittedUS))
 		}
@@ -351,6 +369,43 @@ func (b *TotalsBody) validate() error {
 			if err := o.DurationByError[e].validate(requestHistBounds[HistRequestDuration]); err != nil {
 				return invalid("ops[%s].duration_by_error[%s]: %v", op, ErrorTypes[e], err)
 			}
+		}
+		if err := o.validateTTFTCache(); err != nil {
+			return invalid("ops[%s].ttft_cache: %v", op, err)
+		}
+	}
+	return nil
+}
+
+// validateTTFTCache checks that TTFTCache, when present, holds one TTFT
+// histogram per cache outcome whose bucket counts add up to Hists[HistTTFT]'s
+// (the daemon adds each request to both). The sums are not compared: the
+// same values added in another order may differ in the last bit.
+func (o *OpTotals) validateTTFTCache() error {
+	if o.TTFTCache == nil {
+		return nil
+	}
+	if len(o.TTFTCache) != len(CacheOutcomes) {
+		return histError(fmt.Sprintf("%d entries, want %d (%v)", len(o.TTFTCache), len(CacheOutcomes), CacheOutcomes))
+	}
+	sum := make([]uint64, len(TTFTBuckets)+1)
+	for c := range o.TTFTCache {
+		h := &o.TTFTCache[c]
+		if err := h.validate(TTFTBuckets); err != nil {
+			return histError(CacheOutcomes[c] + ": " + err.Error())
+		}
+		for i, n := range h.Counts {
+			sum[i] += n // each below 2^53: no wrap
+		}
+	}
+	all := o.Hists[HistTTFT].Counts
+	for i, n := range sum {
+		var want uint64
+		if all != nil {
+			want = all[i]
+		}
+		if n != want {
+			return histError(fmt.Sprintf("bucket %d: the outcomes count %d, hists[ttft] %d", i, n, want))
 		}
 	}
 	return nil

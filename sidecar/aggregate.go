@@ -211,7 +211,7 @@ func (c *Conn) Apply(ev *schema.Event) error {
 		t.a.self.events[kindRequest].c.Inc()
 		if sp := t.a.spans; sp != nil {
 			if sp.exports() {
-				t.exemplify(indexOf(schema.AttrOperation.Values, ev.Operation), &ev.RequestBody, ev.TimeUnixNano)
+				t.exemplify(indexOf(schema.AttrOperation.Values, ev.Operation), &ev.RequestBody, b.cfg.blockSize, ev.TimeUnixNano)
 			}
 			sp.Request(t.key.model, &ev.RequestBody, ev.TimeUnixNano)
 		}

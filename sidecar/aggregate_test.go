@@ -51,9 +51,12 @@ func (e *expected) histogram(famID string, labels map[string]string) *expHist {
 func (e *expected) startTarget(model string) {
 	for _, op := range schema.AttrOperation.Values {
 		l := map[string]string{"gen_ai_request_model": model, "engine": "picometer", "gen_ai_operation_name": op}
-		for _, id := range []string{schema.IDTTFT, schema.IDTimePerOutputToken, schema.IDRequestDuration, schema.IDInterTokenLatency,
+		for _, id := range []string{schema.IDTimePerOutputToken, schema.IDRequestDuration, schema.IDInterTokenLatency,
 			schema.IDQueueDuration, schema.IDPrefillDuration, schema.IDDecodeDuration, schema.IDRequestPromptLength, schema.IDRequestGenLength} {
 			e.histogram(id, l)
+		}
+		for _, c := range []string{"hit", "partial", "miss"} {
+			e.histogram(schema.IDTTFT, with(l, "cache", c))
 		}
 		e.add(schema.IDPromptTokens, l, 0)
 		e.add(schema.IDGenerationTokens, l, 0)
@@ -104,7 +107,7 @@ func (e *expected) expectRequest(model string, r *schema.RequestBody) {
 		e.observe(schema.IDQueueDuration, l, us(r.AdmittedUS))
 	}
 	if r.FirstTokenUS >= 0 {
-		e.observe(schema.IDTTFT, l, us(r.FirstTokenUS))
+		e.observe(schema.IDTTFT, with(l, "cache", expectedCache(r)), us(r.FirstTokenUS))
 		if r.AdmittedUS >= 0 {
 			e.observe(schema.IDPrefillDuration, l, us(r.FirstTokenUS-r.AdmittedUS))
 		}
@@ -138,6 +141,19 @@ func (e *expected) expectRequest(model string, r *schema.RequestBody) {
 	e.add(schema.IDRequestsFinished, with(l, "finish_reason", r.FinishReason), 1)
 }
 
+// expectedCache is the cache label of r's TTFT as METRICS.md defines it
+// for testHello's engine (blocks of 16 tokens): miss with nothing cached,
+// hit when at most one block was recomputed, partial otherwise.
+func expectedCache(r *schema.RequestBody) string {
+	switch {
+	case r.CachedTokens == 0:
+		return "miss"
+	case r.PromptTokens-r.CachedTokens <= 16:
+		return "hit"
+	}
+	return "partial"
+}
+
 // randomRequest draws a valid request, including values on bucket bounds.
 func randomRequest(rng *rand.Rand, i int) schema.RequestBody {
 	r := schema.RequestBody{ID: "r" + strconv.Itoa(i), Operation: schema.AttrOperation.Values[rng.IntN(2)]}
@@ -169,7 +185,14 @@ func randomRequest(rng *rand.Rand, i int) schema.RequestBody {
 	}
 	r.AdmittedUS = dur() / 10
 	r.PromptTokens = rng.IntN(3000)
-	r.PrefillTokens = r.PromptTokens
+	switch c := rng.IntN(4); {
+	case c == 0 || r.PromptTokens < 2: // a miss
+	case c == 1: // a hit: 1..16 tokens recomputed, or just past it
+		r.CachedTokens = max(r.PromptTokens-1-rng.IntN(17), 0)
+	default: // anything cached
+		r.CachedTokens = rng.IntN(r.PromptTokens + 1)
+	}
+	r.PrefillTokens = r.PromptTokens - r.CachedTokens
 	if r.FinishReason == schema.FinishAbort && rng.IntN(4) == 0 {
 		// aborted in the queue or during prefill: no first token
 		r.FirstTokenUS, r.LastTokenUS = -1, -1

@@ -29,8 +29,8 @@ func (t *target) applyRequest(b *boot, r *schema.RequestBody) error {
 		return invalidField("request %q: prompt_tokens %d or completion_tokens %d would take a token counter past %d",
 			r.ID, r.PromptTokens, r.CompletionTokens, uint64(maxCounter))
 	}
-	b.totals().Add(r)
-	t.tot.Add(r)
+	b.totals().Add(r, b.cfg.blockSize)
+	t.tot.Add(r, b.cfg.blockSize)
 	rs := &t.req[op]
 	rs.promptTokens.c.Set(uint64(o.PromptTokens))
 	rs.genTokens.c.Set(uint64(o.CompletionTokens))

@@ -41,6 +41,16 @@ func (t *target) applyTotals(b *boot, in *schema.TotalsBody, seq uint64) {
 		for e := range src.DurationByError {
 			raiseHist(&have.DurationByError[e], &exp.DurationByError[e], &src.DurationByError[e])
 		}
+		if src.TTFTCache != nil {
+			for c := range src.TTFTCache {
+				raiseHist(&have.TTFTCache[c], &exp.TTFTCache[c], &src.TTFTCache[c])
+			}
+		} else {
+			// A daemon that predates the split: its request events carry
+			// no cached_tokens, so the sidecar counted each as a miss.
+			miss := indexOf(schema.CacheOutcomes, schema.CacheMiss)
+			raiseHist(&have.TTFTCache[miss], &exp.TTFTCache[miss], &src.Hists[schema.HistTTFT])
+		}
 		t.syncOp(op)
 	}
 	if in.Constraints != nil {

@@ -35,8 +35,11 @@ func typicalRequest(boot string, seq uint64) *schema.Request {
 func testHello(boot string, seq uint64, model string) *schema.Hello {
 	return &schema.Hello{Header: schema.Header{V: schema.Version, Kind: schema.KindHello, Boot: boot, Seq: seq, TimeUnixNano: 1795000000123456789},
 		HelloBody: schema.HelloBody{PID: 4242, Model: model, Engine: "picometer", Daemon: "0.1.0",
-			Config: schema.EngineConfig{BMax: 8, ContextLength: 512, BlockSize: 16, KVBlocks: 256, SpecK: 4, PrefillChunk: 64}}}
+			Config: schema.EngineConfig{BMax: 8, ContextLength: 512, BlockSize: testBlockSize, KVBlocks: 256, SpecK: 4, PrefillChunk: 64}}}
 }
+
+// testBlockSize is the KV-cache block size of testHello's engine.
+const testBlockSize = 16
 
 func mustAppend(tb testing.TB, dst []byte, ev any) []byte {
 	tb.Helper()
@@ -200,6 +203,14 @@ func populate(tb testing.TB, a *Aggregator, n int) {
 						break
 					}
 					r.PromptTokens = 10 * (i + j + k + 1)
+					switch (i + j + k) % 3 { // every cache outcome (blocks of 16)
+					case 0:
+						r.CachedTokens = 0 // miss
+					case 1:
+						r.CachedTokens = r.PromptTokens - 1 // hit
+					case 2:
+						r.CachedTokens = 1 // partial: 29 and more recomputed
+					}
 					buf = append(buf, s.request(r)...)
 				}
 			}

@@ -34,7 +34,7 @@ func TestConstraintSeries(t *testing.T) {
 			r.FinishReason, r.ErrorType = schema.FinishStop, ""
 			r.Grammar, r.ToolCalls, r.ToolFormat = schema.GrammarComplete, 2, "hermes"
 		}
-		daemon.Add(&r)
+		daemon.Add(&r, testBlockSize)
 		reqs = append(reqs, r)
 	}
 	ct := daemon.Constraints

@@ -62,7 +62,9 @@
 // # Series and exactness
 //
 // Series carry the hello's model and engine (a target); daemons sharing both
-// add up. Request events are observed as they come: TTFT, time per output
+// add up. Request events are observed as they come: TTFT (labelled by
+// schema.CacheOutcome of the event's cached_tokens and prompt_tokens and the
+// boot's hello block_size), time per output
 // token ((last−first)/(completion−1), two tokens or more), request duration
 // (with error.type for errors and aborts; an abort without one is "_OTHER"),
 // one ITL observation per gap, queue, prefill and decode phases; prompt and
@@ -71,9 +73,10 @@
 // reason, failed ones by error type. A target's first hello starts its
 // request series at zero, so that rate() sees the first requests: for both
 // operations every request histogram (but the duration of failures, which
-// appears with its first failure of each error type), the token counters,
+// appears with its first failure of each error type; the time to first
+// token once per cache outcome: hit, partial, miss), the token counters,
 // requests_finished by every finish reason and requests_failed by every
-// error type (18 histograms and 34 counters, about 450 exposition lines).
+// error type (22 histograms and 34 counters, about 550 exposition lines).
 //
 // Request series are cumulative per boot too (issue 13). A request event is
 // added, by schema.TotalsBody.Add, to its boot's totals and to its target's;
@@ -157,7 +160,10 @@
 // constrained_valid, tool_calls, prefix_cache_queries, prefix_cache_hits
 // (prompt tokens looked up in the prefix cache and found there: hits over
 // queries is the hit ratio, which the page shows), errors_by_type), "now"
-// (the gauges, prefix_cache_blocks among them), constraint_mean_seconds ({mask_per_token, compile}: the
+// (the gauges, prefix_cache_blocks among them), ttft_by_cache ({hit, partial,
+// miss}, each {requests, mean_seconds}: the time to first token by cache
+// outcome since the target appeared, mean null without a request; the page
+// shows them), constraint_mean_seconds ({mask_per_token, compile}: the
 // means of the grammar mask time per token and of compile time, 0 without
 // a constrained request), decode_time_by_batch_size ([{batch_size, steps,
 // mean_seconds}]) and "series": one array per quantity, aligned with

@@ -50,9 +50,10 @@ func (c *cumHist) observe(v float64, e exemplar) {
 }
 
 // exemplify records the exemplars of request r of operation op, which
-// applyRequest has added; ts is its event's time, used when r has no start
-// time. The caller holds t.mu.
-func (t *target) exemplify(op int, r *schema.RequestBody, ts int64) {
+// applyRequest has added (the TTFT's in the series of its cache outcome, for
+// an engine with KV blocks of blockSize tokens); ts is its event's time,
+// used when r has no start time. The caller holds t.mu.
+func (t *target) exemplify(op int, r *schema.RequestBody, blockSize int, ts int64) {
 	var e exemplar
 	if !r.Sampled || !decodeHex(e.trace[:], r.TraceID) || !decodeHex(e.span[:], r.SpanID) {
 		return
@@ -63,7 +64,7 @@ func (t *target) exemplify(op int, r *schema.RequestBody, ts int64) {
 	}
 	rs := &t.req[op]
 	if r.FirstTokenUS >= 0 {
-		rs.hists[schema.HistTTFT].observe(seconds(r.FirstTokenUS), e)
+		rs.ttft[indexOf(schema.CacheOutcomes, schema.CacheOutcome(r, blockSize))].observe(seconds(r.FirstTokenUS), e)
 		if r.CompletionTokens >= 2 {
 			rs.hists[schema.HistTimePerOutputToken].observe(seconds(r.LastTokenUS-r.FirstTokenUS)/float64(r.CompletionTokens-1), e)
 		}

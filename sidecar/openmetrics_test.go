@@ -98,7 +98,7 @@ func TestOpenMetrics(t *testing.T) {
 	ts := "1795000000.009" // start + 9.1 ms, to the millisecond
 	ex := `# {trace_id="4bf92f3577b34da6a3ce929d0e0e4736",span_id="53995c3f42cd8ad8"} `
 	want := []string{
-		`gen_ai_server_time_to_first_token_seconds_bucket{gen_ai_request_model="m",engine="picometer",gen_ai_operation_name="chat",le="0.005"} 2 ` + ex + "0.005 " + ts,
+		`gen_ai_server_time_to_first_token_seconds_bucket{gen_ai_request_model="m",engine="picometer",gen_ai_operation_name="chat",cache="miss",le="0.005"} 2 ` + ex + "0.005 " + ts,
 		`gen_ai_server_time_per_output_token_seconds_bucket{gen_ai_request_model="m",engine="picometer",gen_ai_operation_name="chat",le="0.01"} 2 ` + ex + "0.0013333333333333333 " + ts,
 		`gen_ai_server_request_duration_seconds_bucket{gen_ai_request_model="m",engine="picometer",gen_ai_operation_name="chat",le="0.01"} 2 ` + ex + "0.0091 " + ts,
 		`gen_ai_server_request_duration_seconds_bucket{gen_ai_request_model="m",engine="picometer",gen_ai_operation_name="text_completion",error_type="invalid_request",le="0.001"} 1 # {trace_id="0af7651916cd43dd8448eb211c80319c",span_id="b7ad6b7169203331"} 4e-05 1795000000.000`,
@@ -215,4 +215,26 @@ func FuzzNegotiate(f *testing.F) {
 			t.Fatalf("negotiate(%q) = %q, %v", accept, ct, om)
 		}
 	})
+}
+
+// TestExemplarByCache: a cached request's exemplar is on the TTFT series of
+// its cache outcome.
+func TestExemplarByCache(t *testing.T) {
+	a := newTestAggregator(false)
+	withSpans(a, tracetest.NewInMemoryExporter(), discardLogger(), false)
+	s := newSim(t, "b1", "m")
+	r := tracedRequest("chatcmpl-1")
+	r.PromptTokens, r.CachedTokens = 40, 32 // 8 recomputed: a hit
+	feed(t, a, append(s.hello(), s.request(r)...))
+	var b bytes.Buffer
+	a.reg.WriteOpenMetrics(&b)
+	var lines []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "gen_ai_server_time_to_first_token_seconds_bucket") && strings.Contains(l, "# {") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `cache="hit",le="0.005"`) {
+		t.Errorf("TTFT exemplar lines %q, want one on the cache=\"hit\" series", lines)
+	}
 }

@@ -138,6 +138,25 @@ func (h *history) appendTargetSection(b []byte, i int, tr *targetReading, th *ta
 		b = appendShort(b, float64(tr.prefixQueries))
 		b = append(b, ` tokens</dd></div>`...)
 	}
+	if tr.ttftCacheN != ([nCache]uint64{}) { // mean TTFT by cache outcome since the target appeared
+		b = append(b, `<div><dt>TTFT by cache</dt><dd data-total="ttft_by_cache">`...)
+		for c, name := range schema.CacheOutcomes {
+			if c > 0 {
+				b = append(b, " · "...)
+			}
+			b = append(b, name...)
+			b = append(b, ' ')
+			if n := tr.ttftCacheN[c]; n > 0 {
+				b = unitSeconds.f(b, tr.ttftCacheSum[c]/float64(n))
+			} else {
+				b = append(b, '-')
+			}
+			b = append(b, " ("...)
+			b = strconv.AppendUint(b, tr.ttftCacheN[c], 10)
+			b = append(b, ')')
+		}
+		b = append(b, `</dd></div>`...)
+	}
 	b = append(b, "</dl>\n"...)
 	if th == nil {
 		b = append(b, `<p class="empty">No history: more than `...)

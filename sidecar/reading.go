@@ -45,6 +45,11 @@ type targetReading struct {
 	running, waiting, slots, kvUse float64
 	kvCached                       float64 // blocks the prefix cache holds
 	prefixQueries, prefixHits      uint64  // prompt tokens looked up, found cached
+	// time to first token by cache outcome (schema.CacheOutcomes order),
+	// both operations: requests and the sum of their TTFTs since the target
+	// appeared
+	ttftCacheN   [nCache]uint64
+	ttftCacheSum [nCache]float64
 
 	specDrafts, specDraftTokens, specAccepted uint64
 
@@ -102,6 +107,11 @@ func (a *Aggregator) read(r *reading, withHists bool, sc *readScratch) {
 				for i, h := range [3]*cumHist{rs.hists[schema.HistTTFT], rs.hists[schema.HistInterTokenLatency], rs.hists[schema.HistTimePerOutputToken]} {
 					if h != nil {
 						sc.names[h.name] = histRef{tr: n - 1, hist: i}
+					}
+				}
+				for _, h := range rs.ttft { // the page's TTFT sums the cache outcomes
+					if h != nil {
+						sc.names[h.name] = histRef{tr: n - 1, hist: 0}
 					}
 				}
 			}
@@ -178,6 +188,14 @@ func (t *target) readLocked(tr *targetReading) {
 	}
 	tr.dropped = get(eiDroppedQueue) + get(eiDroppedRing)
 	tr.prefixQueries, tr.prefixHits = get(eiPrefixQuery), get(eiPrefixHit)
+	tr.ttftCacheN, tr.ttftCacheSum = [nCache]uint64{}, [nCache]float64{}
+	for op := range t.tot.Ops {
+		for c := range t.tot.Ops[op].TTFTCache {
+			h := &t.tot.Ops[op].TTFTCache[c]
+			tr.ttftCacheN[c] += h.Count()
+			tr.ttftCacheSum[c] += h.Sum
+		}
+	}
 	tr.specDrafts = get(eiSpecDrafts)
 	tr.specDraftTokens, tr.specAccepted = 0, 0
 	for p := range schema.MaxSpecK {

@@ -152,7 +152,7 @@ func TestSpansLost(t *testing.T) {
 	tot := schema.NewTotals()
 	for i := range 3 { // three requests a previous sidecar received
 		r := tracedRequest("chatcmpl-" + string(rune('a'+i)))
-		tot.Add(&r)
+		tot.Add(&r, testBlockSize)
 	}
 	var data []byte
 	data = append(data, s.hello()...)

@@ -165,6 +165,15 @@ func (h *history) appendTarget(b []byte, tr *targetReading, th *targetHistory) [
 		b = appendKeyNum(b, 3, "kv_cache_usage_ratio", tr.kvUse)
 		b = appendKeyNum(b, 4, "prefix_cache_blocks", tr.kvCached)
 	}
+	b = append(b, `},"ttft_by_cache":{`...)
+	for c, name := range schema.CacheOutcomes {
+		b = appendKey(b, c, name)
+		b = append(b, `{"requests":`...)
+		b = strconv.AppendUint(b, tr.ttftCacheN[c], 10)
+		b = append(b, `,"mean_seconds":`...)
+		b = appendNum(b, tr.ttftCacheSum[c]/float64(tr.ttftCacheN[c])) // null without requests
+		b = append(b, '}')
+	}
 	b = append(b, `},"constraint_mean_seconds":{"mask_per_token":`...)
 	b = appendNum(b, tr.maskMean)
 	b = append(b, `,"compile":`...)

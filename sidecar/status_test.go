@@ -101,7 +101,11 @@ type statusDoc struct {
 			PrefixHits       uint64            `json:"prefix_cache_hits"`
 			ByType           map[string]uint64 `json:"errors_by_type"`
 		} `json:"totals"`
-		Now             map[string]float64 `json:"now"`
+		Now         map[string]float64 `json:"now"`
+		TTFTByCache map[string]struct {
+			Requests uint64   `json:"requests"`
+			Mean     *float64 `json:"mean_seconds"`
+		} `json:"ttft_by_cache"`
 		ConstraintMeans struct {
 			MaskPerToken float64 `json:"mask_per_token"`
 			Compile      float64 `json:"compile"`
@@ -207,6 +211,16 @@ func TestStatusMatchesMetrics(t *testing.T) {
 			want := promSum(p, c.id, "", m)
 			if float64(c.got) != want || want == 0 && c.what != "lost" {
 				t.Errorf("target %d %s: JSON %d, /metrics %v", i, c.what, c.got, want)
+			}
+		}
+		if len(tg.TTFTByCache) != len(schema.CacheOutcomes) {
+			t.Errorf("target %d: ttft_by_cache %v, want every cache outcome", i, tg.TTFTByCache)
+		}
+		for _, c := range schema.CacheOutcomes {
+			got, cm := tg.TTFTByCache[c], with(m, "cache", c)
+			n, sum := promSum(p, schema.IDTTFT, "_count", cm), promSum(p, schema.IDTTFT, "_sum", cm)
+			if float64(got.Requests) != n || n == 0 || got.Mean == nil || math.Abs(*got.Mean-sum/n) > 1e-6*sum/n {
+				t.Errorf("target %d ttft_by_cache[%s]: JSON %d requests, mean %v; /metrics %v, %v s", i, c, got.Requests, got.Mean, n, sum)
 			}
 		}
 		for et, n := range tg.Totals.ByType {
@@ -422,6 +436,20 @@ func TestPage(t *testing.T) {
 	}
 	if !strings.Contains(page, `data-now="prefix_cache_blocks"`) {
 		t.Errorf("page does not show the prefix cache's blocks")
+	}
+	want := `<dd data-total="ttft_by_cache">`
+	for i, c := range schema.CacheOutcomes {
+		if i > 0 {
+			want += " · "
+		}
+		bc := doc.Targets[0].TTFTByCache[c]
+		if bc.Mean == nil {
+			t.Fatalf("target 0: no %s request", c)
+		}
+		want += c + " " + string(appendDuration(nil, *bc.Mean)) + " (" + strconv.FormatUint(bc.Requests, 10) + ")"
+	}
+	if !strings.Contains(page, want+"</dd>") {
+		t.Errorf("page does not show target 0's TTFT by cache outcome %q", want)
 	}
 	if !strings.Contains(page, `id="sidecar"`) || !strings.Contains(page, `data-panel="health"`) {
 		t.Error("no sidecar health section")

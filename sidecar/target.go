@@ -32,6 +32,15 @@ var (
 	nReasons  = len(schema.DecodeReasons)
 )
 
+// nCache is the number of prefix-cache outcomes (schema.CacheOutcomes).
+const nCache = 3
+
+func init() {
+	if len(schema.CacheOutcomes) != nCache {
+		panic("BUG: sidecar: nCache is not len(schema.CacheOutcomes)")
+	}
+}
+
 // target is the state of one (model, engine): its boots and its series.
 type target struct {
 	a         *Aggregator
@@ -72,7 +81,8 @@ type target struct {
 }
 
 type reqSeries struct {
-	hists                   [schema.NumRequestHists]*cumHist // by schema.Hist* index
+	hists                   [schema.NumRequestHists]*cumHist // by schema.Hist* index; nil at HistTTFT, which ttft holds
+	ttft                    [nCache]*cumHist                 // the time to first token by cache outcome (schema.CacheOutcomes)
 	durationErr             []*cumHist                       // by error type
 	promptTokens, genTokens *counterSeries
 	finished                []*counterSeries // by finish reason
@@ -139,17 +149,25 @@ func (a *Aggregator) newTarget(key targetKey) *target {
 // has, at zero, so that the first requests after a daemon connects show up
 // in rate() and increase() (a series born at its first observation has no
 // earlier sample to rise from). That is, for both operations: every request
-// histogram but the request duration of failures; the token counters;
-// requests_finished for every finish reason and requests_failed for every
-// error type. Per target that is 18 histograms and 34 counters (about 450
-// exposition lines). The request duration with error.type (22 histograms,
-// 550 lines) is left to the first failure of each kind: failure rates come
-// from requests_failed, which starts at zero.
+// histogram but the request duration of failures, the time to first token
+// once per cache outcome; the token counters; requests_finished for every
+// finish reason and requests_failed for every error type. Per target that
+// is 22 histograms and 34 counters (about 550 exposition lines; the cache
+// outcomes add 100 of them, and the first hit after a restart must show in
+// rate() as much as the first miss). The request duration with error.type
+// (22 histograms, 550 lines) is left to the first failure of each kind:
+// failure rates come from requests_failed, which starts at zero.
 func (t *target) startRequestSeries() {
 	for op, name := range schema.AttrOperation.Values {
 		rs := &t.req[op]
 		opl := label{schema.AttrOperation, name}
 		for h, famID := range schema.RequestHistFamilies {
+			if h == schema.HistTTFT {
+				for c, outcome := range schema.CacheOutcomes {
+					rs.ttft[c] = t.cumHist(famID, &t.tot.Ops[op].TTFTCache[c], opl, label{schema.AttrCache, outcome})
+				}
+				continue
+			}
 			rs.hists[h] = t.cumHist(famID, &t.tot.Ops[op].Hists[h], opl)
 		}
 		t.counter(&rs.promptTokens, schema.IDPromptTokens, opl)

@@ -83,7 +83,7 @@ func TestTotalsRestartMidStream(t *testing.T) {
 		var rs []schema.RequestBody
 		for i := range n {
 			r := randomRequest(rng, i)
-			daemon.Add(&r)
+			daemon.Add(&r, testBlockSize)
 			want.expectRequest(model, &r)
 			rs = append(rs, r)
 		}
@@ -182,6 +182,9 @@ func cloneTotals(t schema.TotalsBody) schema.TotalsBody {
 		for e := range src.DurationByError {
 			dst.DurationByError[e] = schema.Hist{Counts: append([]uint64(nil), src.DurationByError[e].Counts...), Sum: src.DurationByError[e].Sum}
 		}
+		for c := range src.TTFTCache {
+			dst.TTFTCache[c] = schema.Hist{Counts: append([]uint64(nil), src.TTFTCache[c].Counts...), Sum: src.TTFTCache[c].Sum}
+		}
 	}
 	return out
 }
@@ -194,7 +197,7 @@ func TestTotalsNoDoubleCount(t *testing.T) {
 	s := newSim(t, "0a0a0a0a0a0a0a0a", "dup")
 	r := typicalRequest("", 0).RequestBody
 	tot := schema.NewTotals()
-	tot.Add(&r)
+	tot.Add(&r, testBlockSize)
 	var first bytes.Buffer
 	first.Write(s.hello())
 	first.Write(s.request(r))
@@ -233,7 +236,7 @@ func TestTotalsTwoBoots(t *testing.T) {
 		data.Write(s.hello())
 		for i := range 60 {
 			r := randomRequest(rng, i)
-			tot.Add(&r)
+			tot.Add(&r, testBlockSize)
 			want.expectRequest("shared", &r)
 			if i%3 == 0 { // a third reaches the sidecar as events
 				data.Write(s.request(r))
@@ -252,5 +255,74 @@ func TestTotalsTwoBoots(t *testing.T) {
 	}
 	if got := recovered(t, a, "shared"); got != 80 {
 		t.Fatalf("recovered %v, want 80", got)
+	}
+}
+
+// TestTotalsTTFTByCache: a daemon's totals raise the time to first token
+// of each cache outcome to its own split; totals of a daemon that predates
+// the split (no ttft_cache) raise the misses, as its request events (no
+// cached_tokens) would have.
+func TestTotalsTTFTByCache(t *testing.T) {
+	ttftCount := func(prom map[string]float64, model, cache string) float64 {
+		return prom[seriesKey("gen_ai_server_time_to_first_token_seconds_count", map[string]string{"gen_ai_request_model": model,
+			"engine": "picometer", "gen_ai_operation_name": schema.OpChat, "cache": cache})]
+	}
+	a := newTestAggregator(false)
+	for _, c := range []struct {
+		model  string
+		strip  bool
+		counts [3]float64 // hit, partial, miss
+	}{{"split", false, [3]float64{2, 1, 1}}, {"old-daemon", true, [3]float64{0, 0, 4}}} {
+		s := newSim(t, strings.Repeat("ab", 8)+c.model, c.model)
+		tot := schema.NewTotals()
+		for _, cached := range []int{99, 90, 50, 0} { // of 100 prompt tokens: hit, hit, partial, miss
+			r := typicalRequest("", 0).RequestBody
+			r.CachedTokens = cached
+			tot.Add(&r, testBlockSize)
+		}
+		if c.strip {
+			for op := range tot.Ops {
+				tot.Ops[op].TTFTCache = nil
+			}
+		}
+		if st := feed(t, a, append(s.hello(), s.totals(tot)...)); st.Rejected != 0 || st.Applied != 2 {
+			t.Fatalf("%s: stats %+v", c.model, st)
+		}
+		prom := parseExposition(t, exposition(a))
+		for i, cache := range schema.CacheOutcomes {
+			if got := ttftCount(prom, c.model, cache); got != c.counts[i] {
+				t.Errorf("%s: TTFT count with cache=%q is %v, want %v", c.model, cache, got, c.counts[i])
+			}
+		}
+	}
+}
+
+// TestBadCachedTokens: a request event whose cached_tokens exceed its
+// prompt (its cache label would be made up) is rejected and counted as
+// invalid_field; the requests around it are counted under their labels.
+func TestBadCachedTokens(t *testing.T) {
+	a := newTestAggregator(false)
+	s := newSim(t, "cdcdcdcdcdcdcdcd", "m")
+	r := typicalRequest("", 0).RequestBody
+	r.CachedTokens = 96 // of 100: a hit
+	data := append(s.hello(), s.request(r)...)
+	bad := bytes.Replace(s.request(r), []byte(`"cached_tokens":96`), []byte(`"cached_tokens":101`), 1)
+	if !bytes.Contains(bad, []byte(`"cached_tokens":101`)) {
+		t.Fatalf("no cached_tokens in %s", bad)
+	}
+	data = append(append(data, bad...), s.request(r)...)
+	if st := feed(t, a, data); st.Applied != 3 || st.Rejected != 1 {
+		t.Fatalf("stats %+v, want the hello and two requests applied, one line rejected", st)
+	}
+	if got := rejected(t, a, schema.ReasonInvalidField); got != 1 {
+		t.Errorf("invalid_field = %v, want 1", got)
+	}
+	prom := parseExposition(t, exposition(a))
+	for cache, want := range map[string]float64{schema.CacheHit: 2, schema.CachePartial: 0, schema.CacheMiss: 0} {
+		k := seriesKey("gen_ai_server_time_to_first_token_seconds_count", map[string]string{"gen_ai_request_model": "m",
+			"engine": "picometer", "gen_ai_operation_name": schema.OpChat, "cache": cache})
+		if prom[k] != want {
+			t.Errorf("%s = %v, want %v", k, prom[k], want)
+		}
 	}
 }
