@@ -153,7 +153,8 @@ func cloneTotals(t *schema.TotalsBody) schema.TotalsBody {
 }
 
 // copyTotals makes dst (of NewTotals' shape) equal to src, reusing dst's
-// storage: it allocates only for an error type's first failure.
+// storage: it allocates only for an error type's first failure and for
+// the first constrained request's totals.
 func copyTotals(dst, src *schema.TotalsBody) {
 	for op := range src.Ops {
 		s, d := &src.Ops[op], &dst.Ops[op]
@@ -171,6 +172,24 @@ func copyTotals(dst, src *schema.TotalsBody) {
 			}
 		}
 	}
+	// The constrained-decoding totals, made by the first constrained
+	// request (an allocation once per boot).
+	if src.Constraints == nil {
+		dst.Constraints = nil
+		return
+	}
+	if dst.Constraints == nil {
+		dst.Constraints = schema.NewConstraintTotals()
+	}
+	s, d := src.Constraints, dst.Constraints
+	copy(d.Requests, s.Requests)
+	copy(d.ToolCalls, s.ToolCalls)
+	for k := range s.Compile {
+		d.Compile[k].Counts = append(d.Compile[k].Counts[:0], s.Compile[k].Counts...)
+		d.Compile[k].Sum = s.Compile[k].Sum
+	}
+	d.Mask.Counts = append(d.Mask.Counts[:0], s.Mask.Counts...)
+	d.Mask.Sum = s.Mask.Sum
 }
 
 // appendTotals numbers a totals event and appends it to e.buf. Writer only.

@@ -39,6 +39,10 @@ func TestEmitterTotals(t *testing.T) {
 			if i%4 == 1 { // 5, 9: all but the last prompt token cached, a hit (1: nothing cached)
 				r.CachedTokens = i - 1
 			}
+			if i%4 == 3 { // 3, 7: held to a JSON schema, one tool call
+				r.Constraint, r.CompileUS, r.MaskUS, r.MaskedTokens = schema.ConstraintJSONSchema, 40*int64(i), 300, 3
+				r.ToolCalls, r.ToolFormat = 1, "hermes"
+			}
 		}
 		want.Add(&r.RequestBody, 16)
 		e.Request(r)
@@ -78,6 +82,12 @@ func TestEmitterTotals(t *testing.T) {
 		t.Errorf("Totals(): %s", d)
 	}
 	chat := &last.Ops[slices.Index(schema.AttrOperation.Values, schema.OpChat)]
+	// the constrained-decoding totals travel too (they were left out of
+	// the copy once, so a restarted sidecar never got them back)
+	if c := last.Constraints; c == nil || c.ToolCalls[slices.Index(schema.ToolFormats, "hermes")] != 2 ||
+		c.Mask.Count() != 2 || c.Compile[slices.Index(schema.Constraints, schema.ConstraintJSONSchema)].Count() != 2 {
+		t.Errorf("final totals: constraints %+v, want 2 json_schema requests with a tool call, a compile and a mask each", c)
+	}
 	for c, n := range []uint64{2, 0, 3} { // hit (5, 9), partial, miss (1, 3, 7)
 		if got := chat.TTFTCache[c].Count(); got != n {
 			t.Errorf("final totals: chat TTFT with cache %s counted %d, want %d", schema.CacheOutcomes[c], got, n)
@@ -102,6 +112,15 @@ func diffTotals(got, want schema.TotalsBody) string {
 					}
 				}
 			}
+		}
+		if c := t.Constraints; c != nil {
+			for _, h := range append(slices.Clone(c.Compile), c.Mask) {
+				sums = append(sums, h.Sum)
+			}
+			for k := range c.Compile {
+				c.Compile[k].Sum = 0
+			}
+			c.Mask.Sum = 0
 		}
 		return t, sums
 	}
