@@ -153,30 +153,40 @@ static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, cons
 
 #include "qmm_32_avx2.h"
 
-/* qmm_32_avx2_fn: the AVX2 kernels, Q4_0's and Q4_1's batches run by
+/* qmm_32_avx2_fn: the AVX2 kernels, every type's batches run by
  * qmm_32_avx2.c's interleaved tiles (bitwise the same outputs, without
  * the 4 x 4 tile's horizontal sums), their decode by qmm_32_x86.h */
-static QMM_ATTR void qmm_q4_0_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				 int m0, int m1)
-{
-	if (n == 1)
-		qmm_q4_0(out, ldo, xq, xs, w, n, m0, m1);
-	else
-		pm_qmm_q4_0_avx2_batch(out, ldo, xq, xs, w, n, m0, m1);
-}
-
-static QMM_ATTR void qmm_q4_1_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				 int m0, int m1)
-{
-	if (n == 1)
-		qmm_q4_1(out, ldo, xq, xs, w, n, m0, m1);
-	else
-		pm_qmm_q4_1_avx2_batch(out, ldo, xq, xs, w, n, m0, m1);
-}
+#define A2_KERNEL(name, batchfn)                                                                                 \
+	static QMM_ATTR void name##_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w,   \
+				       int n, int m0, int m1)                                                  \
+	{                                                                                                      \
+		if (n == 1)                                                                                    \
+			name(out, ldo, xq, xs, w, n, m0, m1);                                                  \
+		else                                                                                           \
+			batchfn(out, ldo, xq, xs, w, n, m0, m1);                                               \
+	}
+A2_KERNEL(qmm_q4_0, pm_qmm_q4_0_avx2_batch)
+A2_KERNEL(qmm_q4_1, pm_qmm_q4_1_avx2_batch)
+A2_KERNEL(qmm_q5_0, pm_qmm_q5_0_avx2_batch)
+A2_KERNEL(qmm_q5_1, pm_qmm_q5_1_avx2_batch)
+A2_KERNEL(qmm_q8_0, pm_qmm_q8_0_avx2_batch)
+#undef A2_KERNEL
 
 static pm_qmm_fn qmm_32_avx2_fn(uint32_t type)
 {
-	return type == PM_TYPE_Q4_0 ? qmm_q4_0_a2 : type == PM_TYPE_Q4_1 ? qmm_q4_1_a2 : qmm_32_avx2(type);
+	switch (type) {
+	case PM_TYPE_Q4_0:
+		return qmm_q4_0_a2;
+	case PM_TYPE_Q4_1:
+		return qmm_q4_1_a2;
+	case PM_TYPE_Q5_0:
+		return qmm_q5_0_a2;
+	case PM_TYPE_Q5_1:
+		return qmm_q5_1_a2;
+	case PM_TYPE_Q8_0:
+		return qmm_q8_0_a2;
+	}
+	return qmm_32_avx2(type);
 }
 
 pm_qmm_fn qmm_32_vnni(uint32_t type);    /* qmm_32_vnni.c */

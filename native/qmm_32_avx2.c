@@ -1,8 +1,8 @@
 /*
  * qmm_32_avx2.c: the AVX2 batch path (n > 1 activation rows: prefill and
- * batched decode) of the 4-bit 32-block types, Q4_0 and Q4_1, without
- * horizontal sums (qmm_32.c picks it for PM_ISA_AVX2; decode stays in
- * qmm_32_x86.h).
+ * batched decode) of the 32-block types, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0,
+ * without horizontal sums (qmm_32.c picks it for PM_ISA_AVX2; decode
+ * stays in qmm_32_x86.h).
  *
  * The old AVX2 tile (qmm_32_x86.h's tile: 4 weight rows x 4 activation
  * rows) took each output's 8 int32 lanes per block to one sum with
@@ -20,10 +20,21 @@
  * every output is bitwise what the decode path and the other builds give,
  * whatever n, the tile or the split (test_quant.c checks it).
  *
+ * The 5-bit types (Q5_0, Q5_1) take the same step with codes up to 31: a
+ * pair reaches 2 * 31 * 128 = 7936, so int16 adds 4 groups (31744) and
+ * each half block has its own vpmaddwd. Q8_0's signed codes q cannot be
+ * unsigned operands (q + 128 would saturate the pairs), so its step is
+ * qmm_32_x86.h's sign trick lane by lane: vpmaddubsw of |q| against the
+ * activation codes given q's signs (pairs at most 2 * 128 * 127), one
+ * vpmaddwd per group into int32, and 128 * (the activation block's sum)
+ * added, so S is exactly the sum over q + 128 that the decode path takes
+ * (y's step is the same and z's m' is -128 * d_w).
+ *
  * The 8 rows' codes of a k-chunk of KB blocks are interleaved once into a
- * 5 KiB stack buffer (L1) and shared by every activation row of the chunk,
- * 4 rows at a time so the int16 sums and float accumulators stay in
- * registers; the next tile's rows are prefetched block by block.
+ * stack buffer in L1 (4 KiB, Q8_0 8 KiB with its signs) and shared by
+ * every activation row of the chunk, 4 rows at a time so the integer sums
+ * and float accumulators stay in registers; the next tile's rows are
+ * prefetched block by block.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -41,44 +52,130 @@
  * activation rows per pass (their quantized rows stay in L2) */
 enum { KB = 16, WT = 8, XCHUNK = 64 };
 
+/* the types of this file: bytes per block, whether a min (m_w) is stored,
+ * the offset of the signed types' codes (m' = -offset * d_w) */
+enum { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 };
+
+A2_INLINE int bbytes(const int T)
+{
+	return T == Q4_0 ? 18 : T == Q4_1 ? 20 : T == Q5_0 ? 22 : T == Q5_1 ? 24 : 34;
+}
+
+A2_INLINE int hasmin(const int T)
+{
+	return T == Q4_1 || T == Q5_1;
+}
+
+A2_INLINE float offs(const int T)
+{
+	return T == Q4_0 ? 8.0f : T == Q5_0 ? 16.0f : T == Q8_0 ? 128.0f : 0.0f;
+}
+
 /* a 32-bit load of 4 activation codes that may alias the int8 array */
 typedef int32_t __attribute__((may_alias, aligned(1))) a2_i32;
 
-/* wblock: block j of the 8 weight rows wr (bb bytes a block, codes at qo)
- * interleaved: g[j] < 4 is 32-bit word j of each row's qs masked to its
- * low nibbles (elements 4j .. 4j+3), g[j + 4] the high nibbles (elements
- * 16+4j ..); dw the scales, mw the min terms (m_w for Q4_1, -8 * d_w for
- * Q4_0: exact, a power of two times d_w) */
-A2_INLINE void wblock(const int MIN, __m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *const wr[8], size_t off)
+/* transpose8: g[j] = 32-bit group j of u[i] in lane i (8 x 8 transpose) */
+A2_INLINE void transpose8(__m256i g[8], const __m256i u[8])
 {
-	const int qo = MIN ? 4 : 2;
+	__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
+	__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
+	__m256i t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
+	__m256i t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
+	__m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+	__m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+	__m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+	__m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+	g[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+	g[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+	g[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+	g[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+	g[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+	g[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+	g[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+	g[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+}
+
+/* codes5: a 5-bit block's 32 codes as bytes, element order: the low
+ * nibbles of qs (elements 0..15, then their high nibbles 16..31), 16 added
+ * where bit i of qh is set */
+A2_INLINE __m256i codes5(const uint8_t *qh, const uint8_t *qs)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
+	__m256i lo = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+	const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+					      3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+	uint32_t h;
+	memcpy(&h, qh, 4);
+	__m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
+	b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+	return _mm256_or_si256(lo, _mm256_and_si256(b, _mm256_set1_epi8(16)));
+}
+
+/* wblock: block j of the 8 weight rows wr (at byte off) interleaved: g[j]
+ * holds the codes of elements 4j .. 4j+3 of row i in lane i (Q4: 32-bit
+ * word j of each row's qs masked to its low nibbles for j < 4, the high
+ * nibbles for j + 4; Q8_0: |q|, with q itself in sg for its signs); dw
+ * the scales, mw the min terms (m_w, or -offset * d_w: exact, a power of
+ * two times d_w) */
+A2_INLINE void wblock(const int T, __m256i g[8], __m256i sg[8], __m256 *dw, __m256 *mw, const uint8_t *const wr[8],
+		      size_t off)
+{
 	uint16_t hd[8], hm[8];
-	__m256i r[4];
 	A2_UNROLL for (int i = 0; i < 8; i++) {
 		memcpy(&hd[i], wr[i] + off, 2);
 		memcpy(&hm[i], wr[i] + off + 2, 2);
 	}
-	A2_UNROLL for (int i = 0; i < 4; i++)
-		r[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(wr[i + 4] + off + qo)),
-					_mm_loadu_si128((const __m128i *)(wr[i] + off + qo)));
-	__m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-	__m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-	__m256i v[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
-			_mm256_unpackhi_epi64(t1, t3)};
-	const __m256i m = _mm256_set1_epi8(15);
-	A2_UNROLL for (int j = 0; j < 4; j++) {
-		g[j] = _mm256_and_si256(v[j], m);
-		g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v[j], 4), m);
+	if (T == Q4_0 || T == Q4_1) {
+		const int qo = T == Q4_1 ? 4 : 2;
+		__m256i r[4];
+		A2_UNROLL for (int i = 0; i < 4; i++)
+			r[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(wr[i + 4] + off + qo)),
+						_mm_loadu_si128((const __m128i *)(wr[i] + off + qo)));
+		__m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+		__m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+		__m256i v[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+				_mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+		const __m256i m = _mm256_set1_epi8(15);
+		A2_UNROLL for (int j = 0; j < 4; j++) {
+			g[j] = _mm256_and_si256(v[j], m);
+			g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v[j], 4), m);
+		}
+	} else {
+		__m256i u[8];
+		A2_UNROLL for (int i = 0; i < 8; i++)
+			u[i] = T == Q8_0   ? _mm256_loadu_si256((const __m256i *)(wr[i] + off + 2))
+			       : T == Q5_0 ? codes5(wr[i] + off + 2, wr[i] + off + 6)
+					   : codes5(wr[i] + off + 4, wr[i] + off + 8);
+		transpose8(g, u);
+		if (T == Q8_0)
+			A2_UNROLL for (int j = 0; j < 8; j++) {
+				sg[j] = g[j];
+				g[j] = _mm256_abs_epi8(g[j]);
+			}
 	}
 	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
-	*mw = MIN ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm)) : _mm256_mul_ps(*dw, _mm256_set1_ps(-8.0f));
+	*mw = hasmin(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
+			: _mm256_mul_ps(*dw, _mm256_set1_ps(-offs(T)));
+}
+
+/* xsum128: 128 * the sum of an activation block's 32 codes, in every lane */
+A2_INLINE __m256i xsum128(const int8_t *q)
+{
+	__m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q)),
+				      _mm256_set1_epi16(1));
+	t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4e));
+	t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0xb1));
+	t = _mm256_add_epi32(t, _mm256_permute2x128_si256(t, t, 1));
+	return _mm256_slli_epi32(t, 7);
 }
 
 /* rows: R activation rows (xs bytes apart, blocks k0 ..) against the
  * chunk's kn interleaved blocks, their accumulators y, z updated in block
- * order */
-A2_INLINE void rows(const int R, __m256 *y, __m256 *z, const __m256i g[KB][8], const __m256 *dw, const __m256 *mw,
-		    const char *xq, size_t xs, int k0, int kn)
+ * order; S per row and weight lane exact (see the top) */
+A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256i g[KB][8], const __m256i sg[KB][8],
+		    const __m256 *dw, const __m256 *mw, const char *xq, size_t xs, const int32_t *x128, int nb, int k0,
+		    int kn)
 {
 	__m256 yr[R], zr[R];
 	A2_UNROLL for (int r = 0; r < R; r++)
@@ -87,19 +184,51 @@ A2_INLINE void rows(const int R, __m256 *y, __m256 *z, const __m256i g[KB][8], c
 	for (int b = 0; b < kn; b++) {
 		const pm_act32 *a[R];
 		__m256i s[R];
-		A2_UNROLL for (int r = 0; r < R; r++) {
+		A2_UNROLL for (int r = 0; r < R; r++)
 			a[r] = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
-			s[r] = _mm256_setzero_si256();
-		}
-		A2_UNROLL for (int j = 0; j < 8; j++) {
-			__m256i gj = _mm256_load_si256(&g[b][j]);
+		if (T == Q8_0) {
+			A2_UNROLL for (int r = 0; r < R; r++)
+				s[r] = x128 ? _mm256_set1_epi32(x128[(size_t)r * nb + k0 + b]) : xsum128(a[r]->q);
+			/* row by row: the 8 groups' products of one row are
+			 * added in two chains, so few registers are live (all
+			 * rows' groups at once made gcc spill) */
 			A2_UNROLL for (int r = 0; r < R; r++) {
-				__m256i x = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
-				s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(gj, x));
+				__m256i e = s[r], o = _mm256_setzero_si256();
+				A2_UNROLL for (int j = 0; j < 8; j += 2) {
+					__m256i x0 = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
+					__m256i x1 = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j + 4));
+					__m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(&g[b][j]),
+									  _mm256_sign_epi8(x0, _mm256_load_si256(&sg[b][j])));
+					__m256i p1 = _mm256_maddubs_epi16(
+						_mm256_load_si256(&g[b][j + 1]),
+						_mm256_sign_epi8(x1, _mm256_load_si256(&sg[b][j + 1])));
+					e = _mm256_add_epi32(e, _mm256_madd_epi16(p0, ones));
+					o = _mm256_add_epi32(o, _mm256_madd_epi16(p1, ones));
+				}
+				s[r] = _mm256_add_epi32(e, o);
+			}
+		} else {
+			/* int16 sums of 8 groups (4-bit) or of 4 (5-bit) */
+			const int H = T == Q4_0 || T == Q4_1 ? 8 : 4;
+			A2_UNROLL for (int r = 0; r < R; r++)
+				s[r] = _mm256_setzero_si256();
+			A2_UNROLL for (int h = 0; h < 8; h += H) {
+				__m256i s16[R];
+				A2_UNROLL for (int r = 0; r < R; r++)
+					s16[r] = _mm256_setzero_si256();
+				A2_UNROLL for (int j = h; j < h + H; j++) {
+					__m256i gj = _mm256_load_si256(&g[b][j]);
+					A2_UNROLL for (int r = 0; r < R; r++) {
+						__m256i x = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
+						s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(gj, x));
+					}
+				}
+				A2_UNROLL for (int r = 0; r < R; r++)
+					s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(s16[r], ones));
 			}
 		}
 		A2_UNROLL for (int r = 0; r < R; r++) {
-			__m256 si = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[r], ones));
+			__m256 si = _mm256_cvtepi32_ps(s[r]);
 			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a[r]->d)), si, yr[r]);
 			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(a[r]->s), zr[r]);
 		}
@@ -113,11 +242,11 @@ A2_INLINE void rows(const int R, __m256 *y, __m256 *z, const __m256i g[KB][8], c
  * (<= XCHUNK) activation rows at xq. Block j of the next tile (the bytes
  * after these) is prefetched with block j of this one: the hardware
  * prefetcher does not follow 8 interleaved row streams. */
-A2_INLINE void tile8(const int MIN, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
-		     size_t xs, int n, int nb)
+A2_INLINE void tile8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
+		     size_t xs, const int32_t *x128, int n, int nb)
 {
-	const int BB = MIN ? 20 : 18;
-	__m256i g[KB][8];
+	const int BB = bbytes(T);
+	__m256i g[KB][8], sg[T == Q8_0 ? KB : 1][8];
 	__m256 dw[KB], mw[KB], y[XCHUNK], z[XCHUNK];
 	const uint8_t *wr[WT];
 	A2_UNROLL for (int i = 0; i < WT; i++)
@@ -131,17 +260,23 @@ A2_INLINE void tile8(const int MIN, float *out, size_t ldo, const uint8_t *w, si
 			size_t off = (size_t)(k0 + b) * BB;
 			for (int o = 0; o < WT * BB; o += 64)
 				_mm_prefetch(nx + WT * off + o, _MM_HINT_T0);
-			wblock(MIN, g[b], &dw[b], &mw[b], wr, off);
+			wblock(T, g[b], sg[T == Q8_0 ? b : 0], &dw[b], &mw[b], wr, off);
 		}
+		/* Q8_0 takes 3 rows at a time (4 measured no faster: its
+		 * rows keep y, z and two int32 chains each) */
+		const int R4 = T == Q8_0 ? 3 : 4;
 		int r = 0;
-		for (; r + 4 <= n; r += 4)
-			rows(4, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+		for (; r + R4 <= n; r += R4)
+			rows(T, R4, y + r, z + r, g, (const __m256i(*)[8])sg, dw, mw, xq + (size_t)r * xs, xs,
+			     x128 ? x128 + (size_t)r * nb : NULL, nb, k0, kn);
 		if (r + 2 <= n) {
-			rows(2, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows(T, 2, y + r, z + r, g, (const __m256i(*)[8])sg, dw, mw, xq + (size_t)r * xs, xs,
+			     x128 ? x128 + (size_t)r * nb : NULL, nb, k0, kn);
 			r += 2;
 		}
 		if (r < n)
-			rows(1, y + r, z + r, g, dw, mw, xq + (size_t)r * xs, xs, k0, kn);
+			rows(T, 1, y + r, z + r, g, (const __m256i(*)[8])sg, dw, mw, xq + (size_t)r * xs, xs,
+			     x128 ? x128 + (size_t)r * nb : NULL, nb, k0, kn);
 	}
 	for (int r = 0; r < n; r++) {
 		float *o = out + (size_t)r * ldo;
@@ -157,29 +292,62 @@ A2_INLINE void tile8(const int MIN, float *out, size_t ldo, const uint8_t *w, si
 	}
 }
 
-A2_INLINE void batch(const int MIN, float *out, size_t ldo, const char *x, size_t xs, const pm_weight *w, int n,
+/* XNB: the most blocks per row whose Q8_0 activation sums batch keeps
+ * (XCHUNK x XNB int32, 64 KiB of stack): 8,192 columns; wider rows
+ * compute them per tile */
+enum { XNB = 256 };
+
+A2_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t xs, const pm_weight *w, int n,
 		     int m0, int m1)
 {
 	int nb = w->cols / 32;
 	size_t rb = w->row_bytes;
+	int32_t x128[T == Q8_0 ? XCHUNK * XNB : 1];
 	for (int r0 = 0; r0 < n; r0 += XCHUNK) {
 		int rn = n - r0 < XCHUNK ? n - r0 : XCHUNK;
+		const char *xc = x + (size_t)r0 * xs;
+		/* Q8_0: each activation block's 128 * (sum of codes), once
+		 * for every weight tile */
+		int pre = T == Q8_0 && nb <= XNB;
+		if (pre)
+			for (int r = 0; r < rn; r++)
+				for (int b = 0; b < nb; b++)
+					x128[r * nb + b] = _mm256_cvtsi256_si32(
+						xsum128(((const pm_act32 *)(xc + (size_t)r * xs) + b)->q));
 		for (int m = m0; m < m1; m += WT)
-			tile8(MIN, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < WT ? m1 - m : WT,
-			      x + (size_t)r0 * xs, xs, rn, nb);
+			tile8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < WT ? m1 - m : WT, xc,
+			      xs, pre ? x128 : NULL, rn, nb);
 	}
 }
 
 A2_ATTR void pm_qmm_q4_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 				    int m0, int m1)
 {
-	batch(0, out, ldo, xq, xs, w, n, m0, m1);
+	batch(Q4_0, out, ldo, xq, xs, w, n, m0, m1);
 }
 
 A2_ATTR void pm_qmm_q4_1_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 				    int m0, int m1)
 {
-	batch(1, out, ldo, xq, xs, w, n, m0, m1);
+	batch(Q4_1, out, ldo, xq, xs, w, n, m0, m1);
+}
+
+A2_ATTR void pm_qmm_q5_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+				    int m0, int m1)
+{
+	batch(Q5_0, out, ldo, xq, xs, w, n, m0, m1);
+}
+
+A2_ATTR void pm_qmm_q5_1_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+				    int m0, int m1)
+{
+	batch(Q5_1, out, ldo, xq, xs, w, n, m0, m1);
+}
+
+A2_ATTR void pm_qmm_q8_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
+				    int m0, int m1)
+{
+	batch(Q8_0, out, ldo, xq, xs, w, n, m0, m1);
 }
 #else
 typedef int pm_qmm_32_avx2_empty; /* ISO C wants a declaration */

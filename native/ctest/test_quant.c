@@ -504,7 +504,7 @@ static int test_qmm_decode(void)
 }
 
 /* test_qmm_avx2_tiles: qmm_32_avx2.c's interleaved batch tiles (Q4_0,
- * Q4_1) over the shapes test_qmm's misses: a short 8-row weight tile, k
+ * Q4_1, Q5_0, Q5_1, Q8_0) over the shapes test_qmm's misses: a short 8-row weight tile, k
  * not a multiple of the 16-block chunk, and more than 64 activation rows
  * (4-, 2- and 1-row groups): every row of the batch bitwise the row alone
  * (the decode path), and a split inside a tile bitwise the whole. Returns
@@ -512,12 +512,12 @@ static int test_qmm_decode(void)
 static int test_qmm_avx2_tiles(void)
 {
 	enum { M = 21, K = 32 * 37, N = 71 };
-	static uint8_t wb[M * K];
+	static uint8_t wb[M * K * 34 / 32];
 	static float x[N * K], out[N * M], one[M], part[N * M];
 	static char scratch[N * K * 2];
-	static const uint32_t types[] = {PM_TYPE_Q4_0, PM_TYPE_Q4_1};
+	static const uint32_t types[] = {PM_TYPE_Q4_0, PM_TYPE_Q4_1, PM_TYPE_Q5_0, PM_TYPE_Q5_1, PM_TYPE_Q8_0};
 	int cases = 0;
-	for (size_t t = 0; t < 2; t++) {
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
 		pm_qmm q = pm_qmm_32_isa(types[t], PM_ISA_AVX2);
 		if (!q.fn)
 			continue;
