@@ -99,6 +99,35 @@ func TestKVPressure(t *testing.T) {
 			*c.Usage.Details.CachedTokens, c.Usage.PromptTokens})
 		mu.Unlock()
 	}
+	// The cached-blocks gauge, read from fresh engine snapshots while the
+	// waves run, never exceeds the cache.
+	stopPoll, polled := make(chan struct{}), make(chan struct{})
+	polls, maxCached, overTotal := 0, 0, ""
+	go func() {
+		defer close(polled)
+		for {
+			select {
+			case <-stopPoll:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			resp, err := testClient.Get(ts.url + "/debug/engine_metrics")
+			if err != nil {
+				continue
+			}
+			var m schema.EngineBody
+			err = json.NewDecoder(resp.Body).Decode(&m)
+			resp.Body.Close()
+			if err != nil {
+				continue
+			}
+			polls++
+			maxCached = max(maxCached, m.KVBlocksCached)
+			if m.KVBlocksCached > m.KVBlocksTotal || m.KVBlocksUsed > m.KVBlocksTotal {
+				overTotal = fmt.Sprintf("%d blocks cached, %d used of %d", m.KVBlocksCached, m.KVBlocksUsed, m.KVBlocksTotal)
+			}
+		}
+	}()
 	for round := 0; round < rounds; round++ {
 		jobs := make(chan int, nPrompts)
 		for i := range prompts {
@@ -131,8 +160,13 @@ func TestKVPressure(t *testing.T) {
 			send(round, last, true)
 		}
 	}
+	close(stopPoll)
+	<-polled
 	for _, e := range errs {
 		t.Error(e)
+	}
+	if polls == 0 || overTotal != "" {
+		t.Errorf("%d engine snapshots polled during the waves; over the cache: %q", polls, overTotal)
 	}
 	if len(results) != rounds*(nPrompts+1) {
 		t.Fatalf("%d of %d requests answered", len(results), rounds*(nPrompts+1))
@@ -156,6 +190,33 @@ func TestKVPressure(t *testing.T) {
 	if m.RequestsFinished != int64(len(results)) || m.KVBlocksUsed != 0 {
 		t.Errorf("after all answered: %d requests finished of %d, %d blocks in use", m.RequestsFinished,
 			len(results), m.KVBlocksUsed)
+	}
+
+	// The engine snapshots on the socket (what the sidecar's /metrics
+	// serves as picometer_engine_prefix_cache_evictions_total and
+	// _blocks) reach the same counts, and every one of them, taken every
+	// 100 ms during the run, kept the cached blocks within the cache with
+	// evictions never going back.
+	waitFor(t, 10*time.Second, "an engine snapshot on the socket with the final counts", func() bool {
+		evs := ts.sink.events()
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Kind == schema.KindEngine {
+				return evs[i].PrefixEvictions == m.PrefixEvictions && evs[i].Preemptions == m.Preemptions
+			}
+		}
+		return false
+	})
+	snaps, prevEvictions := 0, int64(0)
+	for _, ev := range ts.sink.events() {
+		if ev.Kind != schema.KindEngine {
+			continue
+		}
+		snaps++
+		if ev.KVBlocksCached > ev.KVBlocksTotal || ev.KVBlocksTotal != kvBlocks || ev.PrefixEvictions < prevEvictions {
+			t.Errorf("engine snapshot %d: %d blocks cached of %d, %d evictions after %d", snaps, ev.KVBlocksCached,
+				ev.KVBlocksTotal, ev.PrefixEvictions, prevEvictions)
+		}
+		prevEvictions = ev.PrefixEvictions
 	}
 
 	// Hits, and second-round requests that found their blocks evicted: a
@@ -225,6 +286,6 @@ func TestKVPressure(t *testing.T) {
 				r.tokens, r.finish, want[r.prompt], wantFinish[r.prompt])
 		}
 	}
-	t.Logf("%d requests: %d hit the cache (%d tokens; %d beyond the stem), %d of the second round found blocks evicted; engine: %d evictions, %d preemptions, %d of %d blocks cached",
-		len(results), hits, cachedSum, fullHits, evictedBeforeReuse, m.PrefixEvictions, m.Preemptions, m.KVBlocksCached, m.KVBlocksTotal)
+	t.Logf("%d snapshots polled during the waves (at most %d blocks cached), %d on the socket; %d requests: %d hit the cache (%d tokens; %d beyond the stem), %d of the second round found blocks evicted; engine: %d evictions, %d preemptions, %d of %d blocks cached",
+		polls, maxCached, snaps, len(results), hits, cachedSum, fullHits, evictedBeforeReuse, m.PrefixEvictions, m.Preemptions, m.KVBlocksCached, m.KVBlocksTotal)
 }
