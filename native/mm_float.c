@@ -55,10 +55,9 @@ static int mmf_xblock(int k)
 	return rows < 8 ? 8 : rows;
 }
 
-/* Rows per pass, 16 registers: tiles of 2 weight rows against up to 6
- * rows of x (12 accumulators, 2 weight vectors and one x vector live), so
- * each F16 conversion feeds 6 FMAs. The rows left are split evenly
- * (8 = 4+4, 7 = 4+3), not 6 and a thin rest. */
+/* Rows per pass, 16 registers: tiles of 3 weight rows against up to 4
+ * rows of x (12 accumulators, 3 weight vectors and x as memory operands).
+ * The rows left are split evenly (7 = 4+3), not 4 and a thin rest. */
 static inline int pass_rows_16(int n, int left)
 {
 	(void)n;

@@ -110,24 +110,41 @@ MMF_INLINE void MMF(tile_)(const int W, const int R, const int ty, float *out, s
 			__m128 h = MMF(hsum4_)(a[r][0], a[r][1], a[r][2], a[r][2]);
 			_mm_storel_pi((__m64 *)(void *)o, h);
 			_mm_store_ss(o + 2, _mm_movehl_ps(h, h));
-		} else {
+		} else if (W == 2) {
 			_mm_storel_pi((__m64 *)(void *)o, MMF(hsum4_)(a[r][0], a[r][1], a[r][0], a[r][1]));
+		} else {
+			_mm_store_ss(o, MMF(hsum4_)(a[r][0], a[r][0], a[r][0], a[r][0]));
 		}
 	}
 }
 
-/* dot_: x . one row (the rows past the last whole tile). */
-MMF_INLINE float MMF(dot_)(const int ty, const float *x, int k, const uint8_t *w0)
+/*
+ * rest_: the W < MMF_W rows past the last whole tile of a range, as a
+ * narrower tile against the same passes of x. It used to be one dot
+ * product per row and output, a single dependent FMA chain (4 cycles an
+ * FMA on Zen 3): the thread split cuts ranges in 4-row tiles, so with
+ * 3-row tiles most ranges end in 1 or 2 such rows, and at two threads the
+ * 128-row K and V projections of the default model (8 chunks of 16 rows)
+ * spent as long in them as in their tiles.
+ */
+MMF_INLINE void MMF(rest_)(const int W, const int R, const int ty, float *out, size_t ldo,
+			   const float *x, int k, const uint8_t *w0, size_t rb)
 {
-	__m256 a = _mm256_setzero_ps(), z = a;
-	int kv = k & ~7;
-	for (int i = 0; i < kv; i += 8)
-		a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), MMF(ld_)(ty, w0, i), a);
-	if (k & 7) {
-		__m256i mk = _mm256_loadu_si256((const __m256i *)(mmf_tail_tab + 8 - (k & 7)));
-		a = _mm256_fmadd_ps(_mm256_maskload_ps(x + kv, mk), MMF(ld_tail_)(ty, w0, kv, k), a);
+#define MMF_REST_R(WW)                                                                  \
+	switch (R) {                                                                    \
+	case 4: MMF(tile_)(WW, 4, ty, out, ldo, x, k, w0, rb, NULL); break;             \
+	case 3: MMF(tile_)(WW, 3, ty, out, ldo, x, k, w0, rb, NULL); break;             \
+	case 2: MMF(tile_)(WW, 2, ty, out, ldo, x, k, w0, rb, NULL); break;             \
+	default: MMF(tile_)(WW, 1, ty, out, ldo, x, k, w0, rb, NULL); break;            \
 	}
-	return _mm_cvtss_f32(MMF(hsum4_)(a, z, z, z));
+	switch (W) {
+#if MMF_W > 3
+	case 3: MMF_REST_R(3) break;
+#endif
+	case 2: MMF_REST_R(2) break;
+	default: MMF_REST_R(1) break;
+	}
+#undef MMF_REST_R
 }
 
 /*
@@ -172,10 +189,16 @@ MMF_INLINE void MMF(mm_)(const int ty, float *out, size_t ldo, const float *x, c
 				r += R;
 			}
 		}
-		for (; m < m1; m++)
-			for (int r = 0; r < rn; r++)
-				or0[(size_t)r * ldo + m] = MMF(dot_)(ty, xr0 + (size_t)r * k, k,
-								     pm_weight_row(w, m));
+		if (m < m1) {
+			const uint8_t *wm = pm_weight_row(w, m);
+			for (int r = 0; r < rn;) {
+				int R = MMF(pass_rows_)(rn, rn - r);
+				R = R > 4 ? 4 : R;
+				MMF(rest_)(m1 - m, R, ty, or0 + (size_t)r * ldo + m, ldo,
+					   xr0 + (size_t)r * k, k, wm, rb);
+				r += R;
+			}
+		}
 	}
 }
 

@@ -176,8 +176,9 @@ static void test_matmul_w(const pm_kernels *k)
  * test_float_tiles checks mm_float.c's tile products (F32, F16, BF16; the
  * 16- and the 32-register copy) against the AVX2 F32 matmul of the
  * widened rows, bitwise: every batch size 1..11 (every pass shape and
- * remainder), a split of the weight rows at 4 and 8, a row count that
- * leaves a partial tile, k with and without a tail chunk, and a batch
+ * remainder), splits of the weight rows at 4 and 8 and at 3 and 10 (ranges
+ * ending 1, 2 or 3 rows past a whole tile; a range writes only its rows),
+ * a row count that leaves a partial tile, k with and without a tail chunk, and a batch
  * larger than one block of x rows.
  */
 static void test_float_tiles(const pm_kernels *k)
@@ -216,10 +217,23 @@ static void test_float_tiles(const pm_kernels *k)
 					      "type %u regs %d k %d n %d: tile product != F32 matmul", ty, regs, K, n);
 					memset(out, 0, bytes);
 					tf(out, M, x, &w, n, 0, 4);
+					int outside = 0; /* a range writes only its own rows */
+					for (int r = 0; r < n; r++)
+						for (int m = 4; m < M; m++)
+							outside += out[(size_t)r * M + m] != 0.0f;
+					CHECK(outside == 0, "type %u regs %d k %d n %d: rows [0, 4) wrote %d outputs past row 4",
+					      ty, regs, K, n, outside);
 					tf(out, M, x, &w, n, 4, 8);
 					tf(out, M, x, &w, n, 8, M);
 					CHECK(memcmp(ref, out, bytes) == 0,
 					      "type %u regs %d k %d n %d: split changed a result", ty, regs, K, n);
+					/* ranges ending in 1, 2 and 3 rows past a whole tile */
+					memset(out, 0, bytes);
+					tf(out, M, x, &w, n, 0, 3);
+					tf(out, M, x, &w, n, 3, 10);
+					tf(out, M, x, &w, n, 10, M);
+					CHECK(memcmp(ref, out, bytes) == 0,
+					      "type %u regs %d k %d n %d: split 3/10 changed a result", ty, regs, K, n);
 				}
 			}
 		}
