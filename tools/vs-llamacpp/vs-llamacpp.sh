@@ -29,6 +29,10 @@
 # line below the measurement, with llama.cpp's last stderr lines; a
 # measurement with no number at all says "failed". The load average is
 # printed before and after each model.
+# CELLS picks the measurements (default "tg pp batched", all): a
+# space-separated subset of tg (tg128 b=1 at t=1 and t=2), pp (pp256 at
+# t=1 and t=2) and batched (b=8 and b=16); batched cells take long on a 1B
+# model, e.g. CELLS=tg for a DRAM decode row. An unknown word is refused.
 # Without the binaries it says so and exits 0:
 # CI does not need it.
 set -euo pipefail
@@ -44,6 +48,17 @@ if [[ $# -lt 1 ]]; then
 	exit 2
 fi
 pairs=${PAIRS:-5}
+cells=${CELLS:-tg pp batched}
+for c in $cells; do
+	case $c in
+	tg | pp | batched) ;;
+	*)
+		echo "vs-llamacpp: CELLS: unknown cell \"$c\" (want a subset of: tg pp batched)" >&2
+		exit 2
+		;;
+	esac
+done
+want() { [[ " $cells " == *" $1 "* ]]; }
 bt=${BATCH_THREADS:-1}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -116,13 +131,13 @@ for model in "$@"; do
 			[[ $fl -gt 0 && -s $tmp/llama.err ]] && tail -n 3 "$tmp/llama.err" | sed 's/^/  llama.cpp: /'
 		fi
 	}
-	for t in 1 2; do
+	want tg && for t in 1 2; do
 		run "tg128 b=1 t=$t" "llama_bench '$copy' $t 0 128" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $t -mode tg -batch 1 -n 128" "$t"
 	done
-	for t in 1 2; do
+	want pp && for t in 1 2; do
 		run "pp256 t=$t" "llama_bench '$copy' $t 256 0" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $t -mode pp -n 256"
 	done
-	for b in 8 16; do
+	want batched && for b in 8 16; do
 		run "batched tg b=$b t=$bt" "llama_batched '$copy' $bt $b" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $bt -mode tg -batch $b -n 128" "$bt" "$b"
 	done
 	echo "   (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
