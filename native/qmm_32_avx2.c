@@ -42,6 +42,7 @@
 
 #include "actquant.h"
 #include "qmm_32_avx2.h"
+#include "qmm_transpose.h"
 
 #define A2_ATTR __attribute__((target("avx2,fma,f16c")))
 #define A2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -73,27 +74,6 @@ A2_INLINE float offs(const int T)
 
 /* a 32-bit load of 4 activation codes that may alias the int8 array */
 typedef int32_t __attribute__((may_alias, aligned(1))) a2_i32;
-
-/* transpose8: g[j] = 32-bit group j of u[i] in lane i (8 x 8 transpose) */
-A2_INLINE void transpose8(__m256i g[8], const __m256i u[8])
-{
-	__m256i t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
-	__m256i t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
-	__m256i t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
-	__m256i t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
-	__m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
-	__m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
-	__m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
-	__m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
-	g[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
-	g[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
-	g[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
-	g[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
-	g[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
-	g[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
-	g[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
-	g[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
-}
 
 /* codes5: a 5-bit block's 32 codes as bytes, element order: the low
  * nibbles of qs (elements 0..15, then their high nibbles 16..31), 16 added
@@ -147,7 +127,7 @@ A2_INLINE void wblock(const int T, __m256i g[8], __m256i sg[8], __m256 *dw, __m2
 			u[i] = T == Q8_0   ? _mm256_loadu_si256((const __m256i *)(wr[i] + off + 2))
 			       : T == Q5_0 ? codes5(wr[i] + off + 2, wr[i] + off + 6)
 					   : codes5(wr[i] + off + 4, wr[i] + off + 8);
-		transpose8(g, u);
+		pm_transpose8x32(g, u);
 		if (T == Q8_0)
 			A2_UNROLL for (int j = 0; j < 8; j++) {
 				sg[j] = g[j];
@@ -320,35 +300,19 @@ A2_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t 
 	}
 }
 
-A2_ATTR void pm_qmm_q4_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				    int m0, int m1)
-{
-	batch(Q4_0, out, ldo, xq, xs, w, n, m0, m1);
-}
-
-A2_ATTR void pm_qmm_q4_1_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				    int m0, int m1)
-{
-	batch(Q4_1, out, ldo, xq, xs, w, n, m0, m1);
-}
-
-A2_ATTR void pm_qmm_q5_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				    int m0, int m1)
-{
-	batch(Q5_0, out, ldo, xq, xs, w, n, m0, m1);
-}
-
-A2_ATTR void pm_qmm_q5_1_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				    int m0, int m1)
-{
-	batch(Q5_1, out, ldo, xq, xs, w, n, m0, m1);
-}
-
-A2_ATTR void pm_qmm_q8_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
-				    int m0, int m1)
-{
-	batch(Q8_0, out, ldo, xq, xs, w, n, m0, m1);
-}
+/* the batch kernel of each type (qmm_32_avx2.h) */
+#define A2_BATCH(name, T)                                                                                        \
+	A2_ATTR void name(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0, \
+			  int m1)                                                                                \
+	{                                                                                                        \
+		batch(T, out, ldo, xq, xs, w, n, m0, m1);                                                        \
+	}
+A2_BATCH(pm_qmm_q4_0_avx2_batch, Q4_0)
+A2_BATCH(pm_qmm_q4_1_avx2_batch, Q4_1)
+A2_BATCH(pm_qmm_q5_0_avx2_batch, Q5_0)
+A2_BATCH(pm_qmm_q5_1_avx2_batch, Q5_1)
+A2_BATCH(pm_qmm_q8_0_avx2_batch, Q8_0)
+#undef A2_BATCH
 #else
 typedef int pm_qmm_32_avx2_empty; /* ISO C wants a declaration */
 #endif
