@@ -187,9 +187,22 @@ A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256
 				}
 				s[r] = _mm256_add_epi32(e, o);
 			}
+		} else if (T == Q4_0 || T == Q4_1) {
+			/* int16 sums of the 8 groups, one vpmaddwd */
+			A2_UNROLL for (int r = 0; r < R; r++)
+				s[r] = _mm256_setzero_si256();
+			A2_UNROLL for (int j = 0; j < 8; j++) {
+				__m256i gj = _mm256_load_si256(&g[b][j]);
+				A2_UNROLL for (int r = 0; r < R; r++) {
+					__m256i x = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
+					s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(gj, x));
+				}
+			}
+			A2_UNROLL for (int r = 0; r < R; r++)
+				s[r] = _mm256_madd_epi16(s[r], ones);
 		} else {
-			/* int16 sums of 8 groups (4-bit) or of 4 (5-bit) */
-			const int H = T == Q4_0 || T == Q4_1 ? 8 : 4;
+			/* int16 sums of 4 groups (5-bit codes) */
+			const int H = 4;
 			A2_UNROLL for (int r = 0; r < R; r++)
 				s[r] = _mm256_setzero_si256();
 			A2_UNROLL for (int h = 0; h < 8; h += H) {
