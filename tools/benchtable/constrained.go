@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"slices"
@@ -42,20 +41,11 @@ type ctable struct{ rows []*cRow }
 func parseConstrained(r io.Reader) (*ctable, error) {
 	t := &ctable{}
 	byKey := map[cKey]*cRow{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkConstrained/") {
-			continue
-		}
-		if _, err := strconv.Atoi(f[1]); err != nil {
-			continue // a -v line naming the benchmark, not a result
-		}
-		el := strings.Split(procs.ReplaceAllString(f[0], ""), "/")
-		bad := fmt.Errorf("line %d: %s: want BenchmarkConstrained/model=M/threads=T/decode/batch=N/constraint=C", line, f[0])
+	err := eachResult(r, "BenchmarkConstrained", func(res result) error {
+		el := res.name
+		bad := res.errorf("want BenchmarkConstrained/model=M/threads=T/decode/batch=N/constraint=C")
 		if len(el) != 6 || el[3] != "decode" {
-			return nil, bad
+			return bad
 		}
 		var k cKey
 		var kind string
@@ -69,19 +59,11 @@ func parseConstrained(r io.Reader) (*ctable, error) {
 		k.threads, err1 = strconv.Atoi(ts)
 		k.batch, err2 = strconv.Atoi(ns)
 		if !ok1 || !ok2 || !ok3 || !ok4 || err1 != nil || err2 != nil || kind == "" {
-			return nil, bad
+			return bad
 		}
-		metrics := map[string]float64{}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %q is not a number", line, f[i])
-			}
-			metrics[f[i+1]] = v
-		}
-		tok, ok := metrics["tok/s"]
+		tok, ok := res.metrics["tok/s"]
 		if !ok {
-			return nil, fmt.Errorf("line %d: %s: no tok/s", line, f[0])
+			return res.errorf("no tok/s")
 		}
 		rw := byKey[k]
 		if rw == nil {
@@ -92,14 +74,18 @@ func parseConstrained(r io.Reader) (*ctable, error) {
 		rw.samples[kind] = append(rw.samples[kind], tok)
 		if kind != "none" {
 			for _, m := range []string{"mask_us", "mask_share"} {
-				if v, ok := metrics[m]; ok {
+				if v, ok := res.metrics[m]; ok {
 					rw.samples[kind+" "+m] = append(rw.samples[kind+" "+m], v)
 				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	t.sortRows()
-	return t, sc.Err()
+	return t, nil
 }
 
 // write prints the table, aligned, under a line saying what it holds.

@@ -20,7 +20,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -130,28 +129,10 @@ func parse(r io.Reader) (*table, error) {
 	t := &table{}
 	byModel := map[string]*row{}
 	seen := map[column]bool{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkTypes/") {
-			continue
-		}
-		if _, err := strconv.Atoi(f[1]); err != nil {
-			continue // a -v line naming the benchmark, not a result
-		}
-		name := strings.Split(procs.ReplaceAllString(f[0], ""), "/")
-		metrics := map[string]float64{}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %q is not a number", line, f[i])
-			}
-			metrics[f[i+1]] = v
-		}
-		model, ok := strings.CutPrefix(name[1], "model=")
+	err := eachResult(r, "BenchmarkTypes", func(res result) error {
+		model, ok := strings.CutPrefix(res.name[1], "model=")
 		if !ok {
-			return nil, fmt.Errorf("line %d: %s: no model= element", line, f[0])
+			return res.errorf("no model= element")
 		}
 		rw := byModel[model]
 		if rw == nil {
@@ -159,30 +140,31 @@ func parse(r io.Reader) (*table, error) {
 			byModel[model] = rw
 			t.rows = append(t.rows, rw)
 		}
-		c, isTok, err := parseName(name[2:])
+		c, isTok, err := parseName(res.name[2:])
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %s: %v", line, f[0], err)
+			return res.errorf("%v", err)
 		}
 		if !isTok {
-			rss, ok1 := metrics["rss_MiB"]
-			over, ok2 := metrics["MiB_over_file+kv"]
+			rss, ok1 := res.metrics["rss_MiB"]
+			over, ok2 := res.metrics["MiB_over_file+kv"]
 			if !ok1 || !ok2 {
-				return nil, fmt.Errorf("line %d: %s: no rss_MiB and MiB_over_file+kv", line, f[0])
+				return res.errorf("no rss_MiB and MiB_over_file+kv")
 			}
 			rw.rss, rw.over = append(rw.rss, rss), append(rw.over, over)
-			continue
+			return nil
 		}
-		v, ok := metrics["tok/s"]
+		v, ok := res.metrics["tok/s"]
 		if !ok {
-			return nil, fmt.Errorf("line %d: %s: no tok/s", line, f[0])
+			return res.errorf("no tok/s")
 		}
 		rw.tok[c] = append(rw.tok[c], v)
 		if !seen[c] {
 			seen[c] = true
 			t.cols = append(t.cols, c)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if len(t.rows) == 0 {

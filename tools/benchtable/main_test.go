@@ -96,6 +96,29 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestConstrainedParseErrors: the constrained table's parser names the line
+// and what is wrong, and skips other benchmarks and -v lines.
+func TestConstrainedParseErrors(t *testing.T) {
+	f := func(in, want string) {
+		t.Helper()
+		_, err := parseConstrained(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseConstrained(%q): %v, want an error containing %q", in, err, want)
+		}
+	}
+	const name = "BenchmarkConstrained/model=m/threads=1/decode/batch=4/constraint=none-2"
+	f(name+" 1 1 ns/op x tok/s\n", `line 1: "x" is not a number`)
+	f("PASS\n"+name+" 1 1 ns/op 3 mask_us\n", "line 2: "+name+": no tok/s")
+	f("BenchmarkConstrained/model=m/threads=1/batch=4/constraint=none-2 1 1 ns/op 3 tok/s\n", "want BenchmarkConstrained/model=M")
+	f("BenchmarkConstrained/model=m/threads=x/decode/batch=4/constraint=none-2 1 1 ns/op 3 tok/s\n", "want BenchmarkConstrained/model=M")
+	f("BenchmarkConstrained/model=m/threads=1/decode/batch=4/constraint=-2 1 1 ns/op 3 tok/s\n", "want BenchmarkConstrained/model=M")
+	tb, err := parseConstrained(strings.NewReader("=== RUN   " + name + "\n" + name + "\n" +
+		"BenchmarkTypes/model=m/threads=1/decode/batch=1-2 1 1 ns/op 3 tok/s\n" + name + " 1 1 ns/op 3 tok/s\n"))
+	if err != nil || len(tb.rows) != 1 || len(tb.rows[0].samples["none"]) != 1 {
+		t.Errorf("one result among other lines: %+v, %v", tb, err)
+	}
+}
+
 func TestMedian(t *testing.T) {
 	f := func(want string, xs ...float64) {
 		t.Helper()
