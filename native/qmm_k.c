@@ -65,6 +65,7 @@
  */
 #include "actquant.h"
 #include "kernels.h"
+#include "qmv_k_avx2.h"
 
 #include <limits.h>
 #include <string.h>
@@ -1113,7 +1114,7 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 				  const pm_weight *w, int n, int m0, int m1)                   \
 	{                                                                                        \
 		if (n == 1)                                                                      \
-			vqmv(out, xq, w, m0, m1, K, BYTES, 0);                                   \
+			pm_qmv_##T##_avx2(out, xq, w, m0, m1);                                   \
 		else                                                                             \
 			vqmm(out, ldo, xq, xs, w, n, m0, m1, K, BYTES, 0);                       \
 	}                                                                                        \

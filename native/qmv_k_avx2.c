@@ -1,0 +1,248 @@
+/*
+ * qmv_k_avx2.c: the AVX2 batch-1 products of the K-quants (Q4_K, Q5_K,
+ * Q6_K weights against one row of pm_act256 activations: decode), which
+ * qmm_k.c's AVX2 set calls when n == 1. The integer sums and the float
+ * step per super-block are qmm_k.c's (its top comment), so every output is
+ * bitwise what the portable path and the batch tiles give.
+ *
+ * Eight weight rows per pass, each row's super-block computed with its own
+ * 8-lane int32 accumulator (the activation codes read from L1 as memory
+ * operands), and then the eight accumulators reduced to one vector, lane i
+ * row i's sum, by one unpack tree (21 single-uop instructions, where the
+ * 4-row path took vphaddd, several uops each on Zen 3, for every four
+ * rows): the float step runs on 8 lanes, and the mins' sums of 8 rows land
+ * in one vector too. Q6_K's sumi - summ is one integer (its float step
+ * takes only the difference), so its rows subtract corr . bsums in the
+ * accumulator and reduce once.
+ *
+ * Q4_K/Q5_K's 32-element groups take their 6-bit scale as an int16 pair
+ * broadcast from a small stack buffer (vpbroadcastd from memory is a load,
+ * no ALU uop), where a vpshufb per group and row built it in a register:
+ * the scales of 8 rows are decoded two rows per register (kscales8x2) and
+ * stored as [s, s] dwords once per super-block. Q6_K's 16-element groups
+ * differ between a register's two lanes, so they keep the vpshufb, and its
+ * 6-bit codes are built with 17 logic ops per 128 elements instead of 21.
+ *
+ * While a tile of 8 rows is used, the next tile's bytes (rows are
+ * contiguous) are prefetched, a share per super-block.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "qmv_k_avx2.h"
+
+#define QV_ATTR __attribute__((target("avx2,fma,f16c")))
+#define QV_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+enum { QV_Q4, QV_Q5, QV_Q6 };
+
+/* an unaligned 16/32-bit load that may alias anything */
+typedef int32_t __attribute__((may_alias, aligned(1))) qv_i32;
+typedef int16_t __attribute__((may_alias, aligned(1))) qv_i16;
+
+/* the 5th bit of Q5_K's codes: bit k of each qh byte moved to bit 4
+ * (16-bit shifts by at most 4 move no bit across a byte that the mask
+ * keeps) */
+QV_INLINE __m256i bit5(__m256i hb, const int k)
+{
+	const __m256i m16 = _mm256_set1_epi8(16);
+	if (k < 4)
+		return _mm256_and_si256(_mm256_slli_epi16(hb, 4 - k), m16);
+	if (k == 4)
+		return _mm256_and_si256(hb, m16);
+	return _mm256_and_si256(_mm256_srli_epi16(hb, k - 4), m16);
+}
+
+/* kscales8x2: the 8 6-bit scales (bytes 0..7) and mins (8..15) of two
+ * Q4_K/Q5_K super-blocks (the 12 bytes at b + 4; 16 read, inside the
+ * block), b0's in the low lane and b1's in the high one */
+QV_INLINE __m256i kscales8x2(const uint8_t *b0, const uint8_t *b1)
+{
+	__m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 4), (const __m128i *)(b0 + 4));
+	__m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f));
+	__m256i c = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)),
+				      _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+	__m256i hi = _mm256_or_si256(_mm256_and_si256(c, _mm256_set1_epi32(0x0f0f0f0f)),
+				     _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi32(0x30303030)));
+	return _mm256_unpacklo_epi32(lo, hi);
+}
+
+/* hsum4 returns the 4 lane sums of a[0..3], a[i]'s in lane i (exact) */
+QV_INLINE __m128i hsum4(const __m256i a[4])
+{
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* tile4_k: Q4_K/Q5_K, the super-blocks b[0..3] of 4 rows against x, added
+ * to acc (add_k on 4 lanes) */
+QV_INLINE __m128 tile4_k(__m128 acc, const uint8_t *const b[4], const pm_act256 *x, const int kind)
+{
+	/* the scales as [s, s] int16 pairs, read back one broadcast dword per
+	 * group: row i group g at sc[16 (i / 2) + 8 (g / 4) + 4 (i % 2) + g % 4] */
+	int32_t sc[32] __attribute__((aligned(32)));
+	const __m256i z = _mm256_setzero_si256();
+	__m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+	__m256i bs2 = _mm256_broadcastsi128_si256(
+		_mm_packs_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+	__m256i mv[2];
+#pragma GCC unroll 2
+	for (int q = 0; q < 2; q++) {
+		__m256i k = kscales8x2(b[2 * q], b[2 * q + 1]);
+		__m256i s16 = _mm256_unpacklo_epi8(k, z);
+		_mm256_store_si256((__m256i *)(sc + 16 * q), _mm256_unpacklo_epi16(s16, s16));
+		_mm256_store_si256((__m256i *)(sc + 16 * q + 8), _mm256_unpackhi_epi16(s16, s16));
+		/* summ: min[g] times bs2[g] = bsums[2g] + bsums[2g + 1] (at most
+		 * 2 * 16 * 127: int16), the same integer as corr . bsums; rows
+		 * 2q (low lane) and 2q + 1 (high lane) */
+		mv[q] = _mm256_madd_epi16(_mm256_unpackhi_epi8(k, z), bs2);
+	}
+	__m256i t = _mm256_hadd_epi32(mv[0], mv[1]);
+	t = _mm256_hadd_epi32(t, t); /* lanes: r0 r2 r0 r2 | r1 r3 r1 r3 */
+	__m128i summ = _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256i a[4], hb[4];
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		hb[i] = kind == QV_Q5 ? _mm256_loadu_si256((const __m256i *)(b[i] + 16)) : z;
+		a[i] = z;
+	}
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m256i x0 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c));
+		__m256i x1 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c + 32));
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			const uint8_t *qs = b[i] + (kind == QV_Q5 ? 48 : 16);
+			__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+			__m256i lo = _mm256_and_si256(v, m15), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
+			if (kind == QV_Q5) {
+				lo = _mm256_or_si256(lo, bit5(hb[i], 2 * c));
+				hi = _mm256_or_si256(hi, bit5(hb[i], 2 * c + 1));
+			}
+			const int32_t *si = sc + 16 * (i / 2) + 4 * (i % 2) + 8 * (c / 2) + (2 * c) % 4;
+			__m256i s0 = _mm256_set1_epi32(*(const qv_i32 *)si);
+			__m256i s1 = _mm256_set1_epi32(*(const qv_i32 *)(si + 1));
+			a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
+			a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
+		}
+	}
+	/* d, dmin of each row (through registers: four small stores read
+	 * back as one vector stall on store forwarding) */
+	__m128i hv = _mm_setr_epi32(*(const qv_i32 *)b[0], *(const qv_i32 *)b[1], *(const qv_i32 *)b[2],
+				    *(const qv_i32 *)b[3]);
+	__m256 f = _mm256_cvtph_ps(hv);
+	__m128 flo = _mm256_castps256_ps128(f), fhi = _mm256_extractf128_ps(f, 1);
+	__m128 d = _mm_shuffle_ps(flo, fhi, _MM_SHUFFLE(2, 0, 2, 0));
+	__m128 dmin = _mm_shuffle_ps(flo, fhi, _MM_SHUFFLE(3, 1, 3, 1));
+	/* add_k: acc + ((d * dx) * sumi - (dmin * dx) * summ) */
+	__m128 dx = _mm_set1_ps(x->d);
+	return _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, dx), _mm_cvtepi32_ps(hsum4(a))),
+					  _mm_mul_ps(_mm_mul_ps(dmin, dx), _mm_cvtepi32_ps(summ))));
+}
+
+/* tile4_6: Q6_K, the super-blocks b[0..3] of 4 rows against x, added to
+ * acc (add_6 on 4 lanes); each row's accumulator starts at -(corr .
+ * bsums), so its lane sum is sumi - summ, the one integer add_6 takes */
+QV_INLINE __m128 tile4_6(__m128 acc, const uint8_t *const b[4], const pm_act256 *x)
+{
+	const __m256i m15 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+	const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+	__m256i a[4], s[4];
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		/* the 16 int8 scales as int16, even ones in the low lane and odd
+		 * ones in the high lane (group 2j's scale is word j of the low
+		 * lane, 2j + 1's word j of the high lane), and corr = 32 * scale */
+		__m128i s8 = _mm_loadu_si128((const __m128i *)(b[i] + 192));
+		__m256i corr = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s8), 5);
+		s[i] = _mm256_cvtepi8_epi16(
+			_mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+		a[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(corr, bs));
+	}
+#pragma GCC unroll 2
+	for (int c = 0; c < 2; c++) {
+		__m256i xv[4];
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			xv[k] = _mm256_loadu_si256((const __m256i *)(x->q + 128 * c + 32 * k));
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i] + 64 * c));
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(b[i] + 64 * c + 32));
+			__m256i h = _mm256_loadu_si256((const __m256i *)(b[i] + 128 + 32 * c));
+			/* code = 4 low bits from ql | 2 high bits from qh at bits 4,
+			 * 5 (16-bit shifts: the masks drop what crosses a byte) */
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m15),
+					       _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
+					       _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+					       _mm256_and_si256(h, m30));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+					       _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				__m256i sk = _mm256_shuffle_epi8(
+					s[i], _mm256_set1_epi16((short)(0x0100 + 0x0202 * (4 * c + k))));
+				a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv[k]), sk));
+			}
+		}
+	}
+	__m128 d = _mm_cvtph_ps(_mm_setr_epi16(*(const qv_i16 *)(b[0] + 208), *(const qv_i16 *)(b[1] + 208),
+					       *(const qv_i16 *)(b[2] + 208), *(const qv_i16 *)(b[3] + 208), 0, 0,
+					       0, 0));
+	/* add_6: acc + (d * dx) * (sumi - summ) */
+	return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(x->d)), _mm_cvtepi32_ps(hsum4(a))));
+}
+
+/* qmv: rows [m0, m1) four at a time (a short last group repeats its last
+ * row; those lanes are computed and dropped). While four rows are used,
+ * the next four (rows are contiguous) are prefetched, a share per
+ * super-block (4 blocks' bytes): the bytes swept in order, ahead of the
+ * reads by exactly four rows. */
+QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, const int kind,
+		   const size_t bb)
+{
+	int nb = w->cols / 256;
+	size_t rb = w->row_bytes;
+	for (int m = m0; m < m1; m += 4) {
+		int rows = m1 - m < 4 ? m1 - m : 4;
+		const uint8_t *r[4];
+		for (int i = 0; i < 4; i++)
+			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
+		const char *next = (const char *)r[0] + 4 * rb;
+		int prefetch = m + 4 < m1;
+		__m128 acc = _mm_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			if (prefetch)
+#pragma GCC unroll 16
+				for (size_t o = 0; o < 4 * bb; o += 64)
+					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
+			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
+						 r[3] + bb * (size_t)b};
+			acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_k(acc, blk, x + b, kind);
+		}
+		float o[4];
+		_mm_storeu_ps(o, acc);
+		memcpy(out + m, o, sizeof(float) * (size_t)rows);
+	}
+}
+
+QV_ATTR void pm_qmv_q4_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	qmv(out, x, w, m0, m1, QV_Q4, 144);
+}
+
+QV_ATTR void pm_qmv_q5_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	qmv(out, x, w, m0, m1, QV_Q5, 176);
+}
+
+QV_ATTR void pm_qmv_q6_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	qmv(out, x, w, m0, m1, QV_Q6, 210);
+}
+#endif
