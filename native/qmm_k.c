@@ -485,10 +485,6 @@ AVX2_INLINE __m256i kscales8x2(const uint8_t *b0, const uint8_t *b1)
 	return _mm256_unpacklo_epi32(lo, hi);
 }
 
-/* scale j (0..7) of a shuffled scale vector in every int16 of both lanes
- * (Q4_K/Q5_K), or Q6_K's 2j in the low lane and 2j+1 in the high one */
-#define SCALE(s, j) _mm256_shuffle_epi8((s), _mm256_set1_epi16((short)(0x0100 + 0x0202 * (j))))
-
 /* PAIR(s, p): int16 words 0..3 of each lane = word 2p of s's lane, words
  * 4..7 = word 2p+1: the scales of the two groups that a packs_epi32 of two
  * dpbusd sums puts there (pairdot) */
@@ -520,7 +516,7 @@ AVX2_INLINE __m256i pairdot(__m256i a, __m256i w0, __m256i x0, __m256i w1, __m25
 }
 
 /* q6scales_v: Q6_K's 16 int8 scales as int16, the even ones in the low
- * lane and the odd ones in the high lane (for SCALE), and corr = 32 * scale
+ * lane and the odd ones in the high lane (for PAIR), and corr = 32 * scale
  * in element order. */
 AVX2_INLINE __m256i q6scales_v(const uint8_t *b, __m256i *corr)
 {
@@ -544,9 +540,10 @@ AVX2_INLINE int load32(const uint8_t *p)
 	return v;
 }
 
-/* direct4: the super-block's term for 4 weight rows b[0..3] and x. vnni:
- * 0 maddubs + madd, 1 maddubs + vpdpwssd (dpacc), 2 pairdot. */
-AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind, int vnni)
+/* direct4: the super-block's term for 4 weight rows b[0..3] and x, with
+ * pairdot (the batch-1 path of AVX512-VNNI CPUs; the AVX2 one is in
+ * qmv_k_avx2.c). */
+AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind)
 {
 	__m256i a[4], s[4];
 	__m128 d, dmin;
@@ -625,15 +622,8 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
 				__m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
 							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-				if (vnni == 2) {
-					a[i] = pairdot(a[i], q0, x0, q1, x1, PAIR(s[i], 2 * c));
-					a[i] = pairdot(a[i], q2, x2, q3, x3, PAIR(s[i], 2 * c + 1));
-				} else {
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q0, x0), SCALE(s[i], 4 * c), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q1, x1), SCALE(s[i], 4 * c + 1), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q2, x2), SCALE(s[i], 4 * c + 2), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q3, x3), SCALE(s[i], 4 * c + 3), vnni);
-				}
+				a[i] = pairdot(a[i], q0, x0, q1, x1, PAIR(s[i], 2 * c));
+				a[i] = pairdot(a[i], q2, x2, q3, x3, PAIR(s[i], 2 * c + 1));
 			}
 		}
 	} else {
@@ -661,24 +651,18 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 					lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b0), b0), m16));
 					hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b1), b1), m16));
 				}
-				if (vnni == 2) {
-					a[i] = pairdot(a[i], lo, x0, hi, x1, PAIR(s[i], c));
-				} else {
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(lo, x0), SCALE(s[i], 2 * c), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(hi, x1), SCALE(s[i], 2 * c + 1), vnni);
-				}
+				a[i] = pairdot(a[i], lo, x0, hi, x1, PAIR(s[i], c));
 			}
 		}
 	}
 	*acc = finish4(*acc, hsum4(a[0], a[1], a[2], a[3]), summ, d, dmin, x->d, kind);
 }
 
-/* vqmv: n == 1. While four rows are used, the next four (rows are
+/* vqmv: n == 1 on AVX512-VNNI CPUs. While four rows are used, the next four (rows are
  * contiguous) are prefetched, a share per super-block (4 blocks' bytes),
  * as matvec.c does; the share is a constant, so the prefetches unroll
  * (a loop over them cost ~2% of the Q4_K matvec). */
-AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb,
-		      int vnni)
+AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb)
 {
 	int nb = w->cols / 256;
 	size_t rb = w->row_bytes;
@@ -697,7 +681,7 @@ AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0
 					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
 			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
 						 r[3] + bb * (size_t)b};
-			direct4(&acc, blk, x + b, kind, vnni);
+			direct4(&acc, blk, x + b, kind);
 		}
 		float o[4];
 		_mm_storeu_ps(o, acc);
@@ -1122,7 +1106,7 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 					 const pm_weight *w, int n, int m0, int m1)            \
 	{                                                                                        \
 		if (n == 1)                                                                      \
-			vqmv(out, xq, w, m0, m1, K, BYTES, 2);                                   \
+			vqmv(out, xq, w, m0, m1, K, BYTES);                                      \
 		else                                                                             \
 			kqmm_vnni_##T(out, ldo, xq, xs, w, n, m0, m1);                           \
 	}

@@ -31,11 +31,12 @@
 #include <string.h>
 
 #include "qmv_k_avx2.h"
+#include "qmm_transpose.h"
 
 #define QV_ATTR __attribute__((target("avx2,fma,f16c")))
 #define QV_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-enum { QV_Q4, QV_Q5, QV_Q6 };
+enum { QV_Q5, QV_Q6 };
 
 /* an unaligned 16/32-bit load that may alias anything */
 typedef int32_t __attribute__((may_alias, aligned(1))) qv_i32;
@@ -75,9 +76,9 @@ QV_INLINE __m128i hsum4(const __m256i a[4])
 	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
 
-/* tile4_k: Q4_K/Q5_K, the super-blocks b[0..3] of 4 rows against x, added
- * to acc (add_k on 4 lanes) */
-QV_INLINE __m128 tile4_k(__m128 acc, const uint8_t *const b[4], const pm_act256 *x, const int kind)
+/* tile4_q5: Q5_K, the super-blocks b[0..3] of 4 rows against x, added to
+ * acc (add_k on 4 lanes) */
+QV_INLINE __m128 tile4_q5(__m128 acc, const uint8_t *const b[4], const pm_act256 *x)
 {
 	/* the scales as [s, s] int16 pairs, read back one broadcast dword per
 	 * group: row i group g at sc[16 (i / 2) + 8 (g / 4) + 4 (i % 2) + g % 4] */
@@ -105,7 +106,7 @@ QV_INLINE __m128 tile4_k(__m128 acc, const uint8_t *const b[4], const pm_act256 
 	__m256i a[4], hb[4];
 #pragma GCC unroll 4
 	for (int i = 0; i < 4; i++) {
-		hb[i] = kind == QV_Q5 ? _mm256_loadu_si256((const __m256i *)(b[i] + 16)) : z;
+		hb[i] = _mm256_loadu_si256((const __m256i *)(b[i] + 16));
 		a[i] = z;
 	}
 #pragma GCC unroll 4
@@ -114,13 +115,9 @@ QV_INLINE __m128 tile4_k(__m128 acc, const uint8_t *const b[4], const pm_act256 
 		__m256i x1 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c + 32));
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
-			const uint8_t *qs = b[i] + (kind == QV_Q5 ? 48 : 16);
-			__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-			__m256i lo = _mm256_and_si256(v, m15), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
-			if (kind == QV_Q5) {
-				lo = _mm256_or_si256(lo, bit5(hb[i], 2 * c));
-				hi = _mm256_or_si256(hi, bit5(hb[i], 2 * c + 1));
-			}
+			__m256i v = _mm256_loadu_si256((const __m256i *)(b[i] + 48 + 32 * c));
+			__m256i lo = _mm256_or_si256(_mm256_and_si256(v, m15), bit5(hb[i], 2 * c));
+			__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m15), bit5(hb[i], 2 * c + 1));
 			const int32_t *si = sc + 16 * (i / 2) + 4 * (i % 2) + 8 * (c / 2) + (2 * c) % 4;
 			__m256i s0 = _mm256_set1_epi32(*(const qv_i32 *)si);
 			__m256i s1 = _mm256_set1_epi32(*(const qv_i32 *)(si + 1));
@@ -198,6 +195,124 @@ QV_INLINE __m128 tile4_6(__m128 acc, const uint8_t *const b[4], const pm_act256 
 	return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(x->d)), _mm_cvtepi32_ps(hsum4(a))));
 }
 
+/* tile8_q4: Q4_K, the super-blocks b[0..7] of 8 rows against x, added to
+ * acc (add_k on 8 lanes), the rows interleaved in lane order
+ * 0 2 4 6 1 3 5 7 (the order kscales8x2's pairs reduce to; qmv8 puts
+ * the outputs back in row order). Per 64-element chunk the 8 rows' packed
+ * codes are transposed in 32-bit groups (pm_transpose8x32: g[j] holds
+ * bytes 4j .. 4j+3 of each row), so that one vpmaddubsw of a group's
+ * nibbles against 4 broadcast activation codes serves 8 rows; the 8
+ * groups of a 32-element sub-block are added in int16 (a pair is at most
+ * 2 * 15 * 127 = 3810, 8 of them 30480 < 32767) and one vpmaddwd against
+ * the rows' scales (SC: int16 pairs [s, s], lane i row i's) adds the
+ * sub-block to sumi. Per row and 32 elements that is 1.125 multiplies
+ * where the 4-row path takes 2. */
+QV_INLINE __m256 tile8_q4(__m256 acc, const uint8_t *const b[8], const pm_act256 *x)
+{
+	static const int L[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+	const __m256i z = _mm256_setzero_si256();
+	__m256i k[4];
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		k[q] = kscales8x2(b[2 * q], b[2 * q + 1]); /* rows 2q | 2q + 1 */
+	/* summ: min[g] times bs2[g] = bsums[2g] + bsums[2g + 1] (the same
+	 * integer as corr . bsums), lanes r0 r2 r4 r6 | r1 r3 r5 r7 after the
+	 * adds */
+	__m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+	__m256i bs2 = _mm256_broadcastsi128_si256(
+		_mm_packs_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+	__m256i mv[4];
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		mv[q] = _mm256_madd_epi16(_mm256_unpackhi_epi8(k[q], z), bs2);
+	__m256i summ = _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]), _mm256_hadd_epi32(mv[2], mv[3]));
+	/* the scales transposed: v[h] dword g % 4 = the scale bytes of group
+	 * g = 4h + g % 4 of rows 0 2 4 6 (low lane) and 1 3 5 7 (high lane) */
+	__m256i u0 = _mm256_unpacklo_epi8(k[0], k[1]), u1 = _mm256_unpacklo_epi8(k[2], k[3]);
+	__m256i v[2] = {_mm256_unpacklo_epi16(u0, u1), _mm256_unpackhi_epi16(u0, u1)};
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256i a = z;
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m256i w[8], g[8];
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			w[i] = _mm256_loadu_si256((const __m256i *)(b[L[i]] + 16 + 32 * c));
+		pm_transpose8x32(g, w);
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			/* group 2c + h: low nibbles (h 0, elements 64c + 4j ..) or
+			 * high ones (h 1, 64c + 32 + 4j ..) */
+			__m256i s16 = z;
+#pragma GCC unroll 8
+			for (int j = 0; j < 8; j++) {
+				__m256i q = h ? _mm256_and_si256(_mm256_srli_epi16(g[j], 4), m15) : _mm256_and_si256(g[j], m15);
+				__m256i xb = _mm256_set1_epi32(*(const qv_i32 *)(x->q + 64 * c + 32 * h + 4 * j));
+				s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, xb));
+			}
+			const int grp = 2 * c + h, d = grp % 4;
+			/* [s, s] int16 pairs of group grp, lane i row L[i]'s */
+			__m256i sc = _mm256_shuffle_epi8(
+				v[grp / 4], _mm256_setr_epi8(d * 4, -1, d * 4, -1, d * 4 + 1, -1, d * 4 + 1, -1, d * 4 + 2, -1,
+							     d * 4 + 2, -1, d * 4 + 3, -1, d * 4 + 3, -1, d * 4, -1, d * 4, -1,
+							     d * 4 + 1, -1, d * 4 + 1, -1, d * 4 + 2, -1, d * 4 + 2, -1,
+							     d * 4 + 3, -1, d * 4 + 3, -1));
+			a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, sc));
+		}
+	}
+	/* d, dmin in lane order: the conversions of rows 0 2 1 3 and 4 6 5 7
+	 * shuffled in-lane */
+	__m128i hX = _mm_setr_epi32(*(const qv_i32 *)b[0], *(const qv_i32 *)b[2], *(const qv_i32 *)b[1],
+				    *(const qv_i32 *)b[3]);
+	__m128i hY = _mm_setr_epi32(*(const qv_i32 *)b[4], *(const qv_i32 *)b[6], *(const qv_i32 *)b[5],
+				    *(const qv_i32 *)b[7]);
+	__m256 fX = _mm256_cvtph_ps(hX), fY = _mm256_cvtph_ps(hY);
+	__m256 d = _mm256_shuffle_ps(fX, fY, _MM_SHUFFLE(2, 0, 2, 0));
+	__m256 dmin = _mm256_shuffle_ps(fX, fY, _MM_SHUFFLE(3, 1, 3, 1));
+	/* add_k: acc + ((d * dx) * sumi - (dmin * dx) * summ) */
+	__m256 dx = _mm256_set1_ps(x->d);
+	return _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(a)),
+						_mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ))));
+}
+
+/* qmv8: Q4_K rows [m0, m1) eight at a time (a short last tile repeats its
+ * last row; those lanes are computed and dropped), the next tile's bytes
+ * prefetched a share per super-block as qmv does */
+QV_INLINE void qmv8(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	const size_t bb = 144;
+	int nb = w->cols / 256;
+	size_t rb = w->row_bytes;
+	for (int m = m0; m < m1; m += 8) {
+		int rows = m1 - m < 8 ? m1 - m : 8;
+		const uint8_t *r[8];
+		for (int i = 0; i < 8; i++)
+			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
+		const char *next = (const char *)r[0] + 8 * rb;
+		int prefetch = m + 8 < m1;
+		__m256 acc = _mm256_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			if (prefetch)
+#pragma GCC unroll 32
+				for (size_t o = 0; o < 8 * bb; o += 64)
+					_mm_prefetch(next + 8 * bb * (size_t)b + o, _MM_HINT_T0);
+			const uint8_t *blk[8];
+			for (int i = 0; i < 8; i++)
+				blk[i] = r[i] + bb * (size_t)b;
+			acc = tile8_q4(acc, blk, x + b);
+		}
+		/* lane order 0 2 4 6 1 3 5 7 back to row order */
+		acc = _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+		if (rows == 8) {
+			_mm256_storeu_ps(out + m, acc);
+		} else {
+			float o[8];
+			_mm256_storeu_ps(o, acc);
+			memcpy(out + m, o, sizeof(float) * (size_t)rows);
+		}
+	}
+}
+
 /* qmv: rows [m0, m1) four at a time (a short last group repeats its last
  * row; those lanes are computed and dropped). While four rows are used,
  * the next four (rows are contiguous) are prefetched, a share per
@@ -223,7 +338,7 @@ QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, i
 					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
 			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
 						 r[3] + bb * (size_t)b};
-			acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_k(acc, blk, x + b, kind);
+			acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_q5(acc, blk, x + b);
 		}
 		float o[4];
 		_mm_storeu_ps(o, acc);
@@ -233,7 +348,7 @@ QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, i
 
 QV_ATTR void pm_qmv_q4_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
 {
-	qmv(out, x, w, m0, m1, QV_Q4, 144);
+	qmv8(out, x, w, m0, m1);
 }
 
 QV_ATTR void pm_qmv_q5_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
