@@ -1,30 +1,37 @@
 /*
  * qmv_k_avx2.c: the AVX2 batch-1 products of the K-quants (Q4_K, Q5_K,
  * Q6_K weights against one row of pm_act256 activations: decode), which
- * qmm_k.c's AVX2 set calls when n == 1. The integer sums and the float
- * step per super-block are qmm_k.c's (its top comment), so every output is
- * bitwise what the portable path and the batch tiles give.
+ * qmm_k.c's AVX2 set calls when n == 1 (CPUs with AVX512-VNNI keep
+ * qmm_k.c's pairdot). The integer sums and the float step per super-block
+ * are qmm_k.c's (its top comment), so every output is bitwise what the
+ * portable path and the batch tiles give, whatever the range or split.
  *
- * Eight weight rows per pass, each row's super-block computed with its own
- * 8-lane int32 accumulator (the activation codes read from L1 as memory
- * operands), and then the eight accumulators reduced to one vector, lane i
- * row i's sum, by one unpack tree (21 single-uop instructions, where the
- * 4-row path took vphaddd, several uops each on Zen 3, for every four
- * rows): the float step runs on 8 lanes, and the mins' sums of 8 rows land
- * in one vector too. Q6_K's sumi - summ is one integer (its float step
- * takes only the difference), so its rows subtract corr . bsums in the
- * accumulator and reduce once.
+ * On Zen 3 the 4-row kernel this replaces (4 rows decoded into registers,
+ * per 32 elements and row one vpmaddubsw against the activation codes and
+ * one vpmaddwd against the group's scale) was bound by those two vector
+ * multiplies: taking its per-group scale shuffles out (scales broadcast
+ * from memory) gained nothing on Q4_K. So Q4_K interleaves 8 rows per
+ * super-block, as qmm_32_avx2.c's batch tiles do: the packed codes of a
+ * 64-element chunk are transposed in 32-bit groups (lane i: row i's bytes
+ * 4j .. 4j+3), one vpmaddubsw of a group's nibbles against 4 activation
+ * codes broadcast serves 8 rows, a sub-block's 8 groups add in int16 and
+ * one vpmaddwd against the 8 rows' scales adds it to sumi: 1.125
+ * multiplies per row and 32 elements instead of 2, no horizontal sums,
+ * and the float step on 8 lanes. Q5_K (5-bit codes would take two int16
+ * chains per sub-block and a transposed qh) and Q6_K (bound by building
+ * its 6-bit codes, not by multiplies) stay at 4 rows, with Q5_K's scales
+ * broadcast from a stack buffer and its 5th bit by shifts, Q6_K's codes
+ * built in 17 logic ops per 128 elements instead of 21 and its sumi - summ
+ * kept as one accumulator (its float step takes only the difference).
  *
- * Q4_K/Q5_K's 32-element groups take their 6-bit scale as an int16 pair
- * broadcast from a small stack buffer (vpbroadcastd from memory is a load,
- * no ALU uop), where a vpshufb per group and row built it in a register:
- * the scales of 8 rows are decoded two rows per register (kscales8x2) and
- * stored as [s, s] dwords once per super-block. Q6_K's 16-element groups
- * differ between a register's two lanes, so they keep the vpshufb, and its
- * 6-bit codes are built with 17 logic ops per 128 elements instead of 21.
- *
- * While a tile of 8 rows is used, the next tile's bytes (rows are
- * contiguous) are prefetched, a share per super-block.
+ * Measured against the 4-row kernel (one thread, CPU time, medians of
+ * alternating runs, a loaded 2-vCPU EPYC): Q4_K 1376 x 512 1.15-1.41x,
+ * 512 x 512 1.18-1.38x, 2048 x 2048 1.09-1.11x, 8192 x 2048 (from DRAM)
+ * 0.98-1.01x; Q6_K 264 x 512 1.15-1.29x, 2048 x 8192 1.03-1.04x; Q5_K
+ * 1376 x 512 1.05-1.08x. An 8-row Q4_K kernel reading one row at a time
+ * (sums reduced by an unpack tree) ran 0.6-0.8x from DRAM, whatever the
+ * prefetch distance: the tiles here read their rows together and
+ * prefetch the next tile's bytes in order, a share per super-block.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
