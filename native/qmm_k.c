@@ -233,6 +233,8 @@ static void qmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "kscales_avx2.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
@@ -472,19 +474,6 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
  * gives bitwise what it gives in a batch.
  */
 
-/* kscales8x2 is kscales8 of two super-blocks, b0's in the low lane and
- * b1's in the high one. */
-AVX2_INLINE __m256i kscales8x2(const uint8_t *b0, const uint8_t *b1)
-{
-	__m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 4), (const __m128i *)(b0 + 4));
-	__m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f));
-	__m256i c = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)),
-				      _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
-	__m256i hi = _mm256_or_si256(_mm256_and_si256(c, _mm256_set1_epi32(0x0f0f0f0f)),
-				     _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi32(0x30303030)));
-	return _mm256_unpacklo_epi32(lo, hi);
-}
-
 /* PAIR(s, p): int16 words 0..3 of each lane = word 2p of s's lane, words
  * 4..7 = word 2p+1: the scales of the two groups that a packs_epi32 of two
  * dpbusd sums puts there (pairdot) */
@@ -562,11 +551,11 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 			     _mm256_madd_epi16(corr[2], bs), _mm256_madd_epi16(corr[3], bs));
 	} else {
 		/* Q4_K, Q5_K: two rows' scales and mins decoded in one register
-		 * (kscales8x2); summ = sum over 32-groups g of min[g] times
+		 * (pm_kscales8x2); summ = sum over 32-groups g of min[g] times
 		 * bsums[2g] + bsums[2g+1] (bs2, at most 2 * 16 * 127: int16),
 		 * the same integer as the sum over 16-groups with corr */
 		const __m256i z = _mm256_setzero_si256();
-		__m256i k01 = kscales8x2(b[0], b[1]), k23 = kscales8x2(b[2], b[3]);
+		__m256i k01 = pm_kscales8x2(b[0], b[1]), k23 = pm_kscales8x2(b[2], b[3]);
 		__m256i sc01 = _mm256_unpacklo_epi8(k01, z), sc23 = _mm256_unpacklo_epi8(k23, z);
 		s[0] = _mm256_permute4x64_epi64(sc01, 0x44);
 		s[1] = _mm256_permute4x64_epi64(sc01, 0xee);

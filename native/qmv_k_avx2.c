@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "qmv_k_avx2.h"
+#include "kscales_avx2.h"
 #include "qmm_transpose.h"
 
 #define QV_ATTR __attribute__((target("avx2,fma,f16c")))
@@ -62,20 +63,6 @@ QV_INLINE __m256i bit5(__m256i hb, const int k)
 	return _mm256_and_si256(_mm256_srli_epi16(hb, k - 4), m16);
 }
 
-/* kscales8x2: the 8 6-bit scales (bytes 0..7) and mins (8..15) of two
- * Q4_K/Q5_K super-blocks (the 12 bytes at b + 4; 16 read, inside the
- * block), b0's in the low lane and b1's in the high one */
-QV_INLINE __m256i kscales8x2(const uint8_t *b0, const uint8_t *b1)
-{
-	__m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 4), (const __m128i *)(b0 + 4));
-	__m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f));
-	__m256i c = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)),
-				      _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
-	__m256i hi = _mm256_or_si256(_mm256_and_si256(c, _mm256_set1_epi32(0x0f0f0f0f)),
-				     _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi32(0x30303030)));
-	return _mm256_unpacklo_epi32(lo, hi);
-}
-
 /* hsum4 returns the 4 lane sums of a[0..3], a[i]'s in lane i (exact) */
 QV_INLINE __m128i hsum4(const __m256i a[4])
 {
@@ -97,7 +84,7 @@ QV_INLINE __m128 tile4_q5(__m128 acc, const uint8_t *const b[4], const pm_act256
 	__m256i mv[2];
 #pragma GCC unroll 2
 	for (int q = 0; q < 2; q++) {
-		__m256i k = kscales8x2(b[2 * q], b[2 * q + 1]);
+		__m256i k = pm_kscales8x2(b[2 * q], b[2 * q + 1]);
 		__m256i s16 = _mm256_unpacklo_epi8(k, z);
 		_mm256_store_si256((__m256i *)(sc + 16 * q), _mm256_unpacklo_epi16(s16, s16));
 		_mm256_store_si256((__m256i *)(sc + 16 * q + 8), _mm256_unpackhi_epi16(s16, s16));
@@ -204,7 +191,7 @@ QV_INLINE __m128 tile4_6(__m128 acc, const uint8_t *const b[4], const pm_act256 
 
 /* tile8_q4: Q4_K, the super-blocks b[0..7] of 8 rows against x, added to
  * acc (add_k on 8 lanes), the rows interleaved in lane order
- * 0 2 4 6 1 3 5 7 (the order kscales8x2's pairs reduce to; qmv8 puts
+ * 0 2 4 6 1 3 5 7 (the order pm_kscales8x2's pairs reduce to; qmv8 puts
  * the outputs back in row order). Per 64-element chunk the 8 rows' packed
  * codes are transposed in 32-bit groups (pm_transpose8x32: g[j] holds
  * bytes 4j .. 4j+3 of each row), so that one vpmaddubsw of a group's
@@ -221,7 +208,7 @@ QV_INLINE __m256 tile8_q4(__m256 acc, const uint8_t *const b[8], const pm_act256
 	__m256i k[4];
 #pragma GCC unroll 4
 	for (int q = 0; q < 4; q++)
-		k[q] = kscales8x2(b[2 * q], b[2 * q + 1]); /* rows 2q | 2q + 1 */
+		k[q] = pm_kscales8x2(b[2 * q], b[2 * q + 1]); /* rows 2q | 2q + 1 */
 	/* summ: min[g] times bs2[g] = bsums[2g] + bsums[2g + 1] (the same
 	 * integer as corr . bsums), lanes r0 r2 r4 r6 | r1 r3 r5 r7 after the
 	 * adds */
