@@ -65,6 +65,7 @@
  */
 #include "actquant.h"
 #include "kernels.h"
+#include "qmv_k_avx2.h"
 
 #include <limits.h>
 #include <string.h>
@@ -231,6 +232,8 @@ static void qmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+#include "kscales_avx2.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -471,23 +474,6 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
  * gives bitwise what it gives in a batch.
  */
 
-/* kscales8x2 is kscales8 of two super-blocks, b0's in the low lane and
- * b1's in the high one. */
-AVX2_INLINE __m256i kscales8x2(const uint8_t *b0, const uint8_t *b1)
-{
-	__m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 4), (const __m128i *)(b0 + 4));
-	__m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0x3f3f3f3f));
-	__m256i c = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)),
-				      _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
-	__m256i hi = _mm256_or_si256(_mm256_and_si256(c, _mm256_set1_epi32(0x0f0f0f0f)),
-				     _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi32(0x30303030)));
-	return _mm256_unpacklo_epi32(lo, hi);
-}
-
-/* scale j (0..7) of a shuffled scale vector in every int16 of both lanes
- * (Q4_K/Q5_K), or Q6_K's 2j in the low lane and 2j+1 in the high one */
-#define SCALE(s, j) _mm256_shuffle_epi8((s), _mm256_set1_epi16((short)(0x0100 + 0x0202 * (j))))
-
 /* PAIR(s, p): int16 words 0..3 of each lane = word 2p of s's lane, words
  * 4..7 = word 2p+1: the scales of the two groups that a packs_epi32 of two
  * dpbusd sums puts there (pairdot) */
@@ -519,7 +505,7 @@ AVX2_INLINE __m256i pairdot(__m256i a, __m256i w0, __m256i x0, __m256i w1, __m25
 }
 
 /* q6scales_v: Q6_K's 16 int8 scales as int16, the even ones in the low
- * lane and the odd ones in the high lane (for SCALE), and corr = 32 * scale
+ * lane and the odd ones in the high lane (for PAIR), and corr = 32 * scale
  * in element order. */
 AVX2_INLINE __m256i q6scales_v(const uint8_t *b, __m256i *corr)
 {
@@ -543,9 +529,10 @@ AVX2_INLINE int load32(const uint8_t *p)
 	return v;
 }
 
-/* direct4: the super-block's term for 4 weight rows b[0..3] and x. vnni:
- * 0 maddubs + madd, 1 maddubs + vpdpwssd (dpacc), 2 pairdot. */
-AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind, int vnni)
+/* direct4: the super-block's term for 4 weight rows b[0..3] and x, with
+ * pairdot (the batch-1 path of AVX512-VNNI CPUs; the AVX2 one is in
+ * qmv_k_avx2.c). */
+AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256 *x, int kind)
 {
 	__m256i a[4], s[4];
 	__m128 d, dmin;
@@ -564,11 +551,11 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 			     _mm256_madd_epi16(corr[2], bs), _mm256_madd_epi16(corr[3], bs));
 	} else {
 		/* Q4_K, Q5_K: two rows' scales and mins decoded in one register
-		 * (kscales8x2); summ = sum over 32-groups g of min[g] times
+		 * (pm_kscales8x2); summ = sum over 32-groups g of min[g] times
 		 * bsums[2g] + bsums[2g+1] (bs2, at most 2 * 16 * 127: int16),
 		 * the same integer as the sum over 16-groups with corr */
 		const __m256i z = _mm256_setzero_si256();
-		__m256i k01 = kscales8x2(b[0], b[1]), k23 = kscales8x2(b[2], b[3]);
+		__m256i k01 = pm_kscales8x2(b[0], b[1]), k23 = pm_kscales8x2(b[2], b[3]);
 		__m256i sc01 = _mm256_unpacklo_epi8(k01, z), sc23 = _mm256_unpacklo_epi8(k23, z);
 		s[0] = _mm256_permute4x64_epi64(sc01, 0x44);
 		s[1] = _mm256_permute4x64_epi64(sc01, 0xee);
@@ -624,15 +611,8 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
 				__m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
 							     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-				if (vnni == 2) {
-					a[i] = pairdot(a[i], q0, x0, q1, x1, PAIR(s[i], 2 * c));
-					a[i] = pairdot(a[i], q2, x2, q3, x3, PAIR(s[i], 2 * c + 1));
-				} else {
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q0, x0), SCALE(s[i], 4 * c), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q1, x1), SCALE(s[i], 4 * c + 1), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q2, x2), SCALE(s[i], 4 * c + 2), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(q3, x3), SCALE(s[i], 4 * c + 3), vnni);
-				}
+				a[i] = pairdot(a[i], q0, x0, q1, x1, PAIR(s[i], 2 * c));
+				a[i] = pairdot(a[i], q2, x2, q3, x3, PAIR(s[i], 2 * c + 1));
 			}
 		}
 	} else {
@@ -660,24 +640,18 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 					lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b0), b0), m16));
 					hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb[i], b1), b1), m16));
 				}
-				if (vnni == 2) {
-					a[i] = pairdot(a[i], lo, x0, hi, x1, PAIR(s[i], c));
-				} else {
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(lo, x0), SCALE(s[i], 2 * c), vnni);
-					a[i] = dpacc(a[i], _mm256_maddubs_epi16(hi, x1), SCALE(s[i], 2 * c + 1), vnni);
-				}
+				a[i] = pairdot(a[i], lo, x0, hi, x1, PAIR(s[i], c));
 			}
 		}
 	}
 	*acc = finish4(*acc, hsum4(a[0], a[1], a[2], a[3]), summ, d, dmin, x->d, kind);
 }
 
-/* vqmv: n == 1. While four rows are used, the next four (rows are
+/* vqmv: n == 1 on AVX512-VNNI CPUs. While four rows are used, the next four (rows are
  * contiguous) are prefetched, a share per super-block (4 blocks' bytes),
  * as matvec.c does; the share is a constant, so the prefetches unroll
  * (a loop over them cost ~2% of the Q4_K matvec). */
-AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb,
-		      int vnni)
+AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb)
 {
 	int nb = w->cols / 256;
 	size_t rb = w->row_bytes;
@@ -696,7 +670,7 @@ AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0
 					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
 			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
 						 r[3] + bb * (size_t)b};
-			direct4(&acc, blk, x + b, kind, vnni);
+			direct4(&acc, blk, x + b, kind);
 		}
 		float o[4];
 		_mm_storeu_ps(o, acc);
@@ -1113,7 +1087,7 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 				  const pm_weight *w, int n, int m0, int m1)                   \
 	{                                                                                        \
 		if (n == 1)                                                                      \
-			vqmv(out, xq, w, m0, m1, K, BYTES, 0);                                   \
+			pm_qmv_##T##_avx2(out, xq, w, m0, m1);                                   \
 		else                                                                             \
 			vqmm(out, ldo, xq, xs, w, n, m0, m1, K, BYTES, 0);                       \
 	}                                                                                        \
@@ -1121,7 +1095,7 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 					 const pm_weight *w, int n, int m0, int m1)            \
 	{                                                                                        \
 		if (n == 1)                                                                      \
-			vqmv(out, xq, w, m0, m1, K, BYTES, 2);                                   \
+			vqmv(out, xq, w, m0, m1, K, BYTES);                                      \
 		else                                                                             \
 			kqmm_vnni_##T(out, ldo, xq, xs, w, n, m0, m1);                           \
 	}

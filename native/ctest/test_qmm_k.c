@@ -10,6 +10,8 @@
  * tiles of 16 and of 8 rows and a short last one; N = 70 more rows of x
  * than one pass (64) holds, and batches of 2, 3, 8, 16, 65 and 70 take
  * every grouping of rows of x (fours, a pair, a row paired with itself).
+ * Batch 1 (qmv_k_avx2.c's tiles of 8 Q4_K rows, 4 Q5_K/Q6_K rows) also
+ * runs over ranges that end 1 to 7 rows past a whole tile.
  */
 #define CTEST_SEED 0x2545f4914f6cdd1dull
 #include "ctest.h"
@@ -104,6 +106,23 @@ int main(int argc, char **argv)
 				pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
 				CHECK(memcmp(one, out[set] + (size_t)r * M, sizeof one) == 0,
 				      "%s type %u: row %d alone != in a batch of %d", name, ty, r, N);
+				/* batch 1 over ranges that start and end inside the
+				 * decode path's tiles of 4 and 8 rows (1, 2, 3, 5, 6, 7
+				 * rows past a whole tile): the same outputs, and none
+				 * written outside the range */
+				int odd[] = {0, 3, 5, 14, 15, 22, 29, M};
+				for (int c = 0; c + 1 < 8; c++) {
+					float part1[M];
+					for (int m = 0; m < M; m++)
+						part1[m] = -77.0f;
+					pm_matmul_q(q, part1, M, x + (size_t)r * K, K, &w, 1, odd[c], odd[c + 1], scratch);
+					int bad = 0;
+					for (int m = 0; m < M; m++)
+						bad += m >= odd[c] && m < odd[c + 1] ? memcmp(&part1[m], &one[m], sizeof one[m]) != 0
+										      : part1[m] != -77.0f;
+					CHECK(bad == 0, "%s type %u row %d: batch 1 over rows [%d, %d): %d outputs wrong",
+					      name, ty, r, odd[c], odd[c + 1], bad);
+				}
 			}
 		}
 		if (have_avx2) {

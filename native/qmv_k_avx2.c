@@ -1,0 +1,357 @@
+/*
+ * qmv_k_avx2.c: the AVX2 batch-1 products of the K-quants (Q4_K, Q5_K,
+ * Q6_K weights against one row of pm_act256 activations: decode), which
+ * qmm_k.c's AVX2 set calls when n == 1 (CPUs with AVX512-VNNI keep
+ * qmm_k.c's pairdot). The integer sums and the float step per super-block
+ * are qmm_k.c's (its top comment), so every output is bitwise what the
+ * portable path and the batch tiles give, whatever the range or split.
+ *
+ * On Zen 3 the 4-row kernel this replaces (4 rows decoded into registers,
+ * per 32 elements and row one vpmaddubsw against the activation codes and
+ * one vpmaddwd against the group's scale) was bound by those two vector
+ * multiplies: taking its per-group scale shuffles out (scales broadcast
+ * from memory) gained nothing on Q4_K. So Q4_K interleaves 8 rows per
+ * super-block, as qmm_32_avx2.c's batch tiles do: the packed codes of a
+ * 64-element chunk are transposed in 32-bit groups (lane i: row i's bytes
+ * 4j .. 4j+3), one vpmaddubsw of a group's nibbles against 4 activation
+ * codes broadcast serves 8 rows, a sub-block's 8 groups add in int16 and
+ * one vpmaddwd against the 8 rows' scales adds it to sumi: 1.125
+ * multiplies per row and 32 elements instead of 2, no horizontal sums,
+ * and the float step on 8 lanes. Q5_K (5-bit codes would take two int16
+ * chains per sub-block and a transposed qh) and Q6_K (bound by building
+ * its 6-bit codes, not by multiplies) stay at 4 rows, with Q5_K's scales
+ * broadcast from a stack buffer and its 5th bit by shifts, Q6_K's codes
+ * built in 17 logic ops per 128 elements instead of 21 and its sumi - summ
+ * kept as one accumulator (its float step takes only the difference).
+ *
+ * Measured against the 4-row kernel (one thread, CPU time, medians of
+ * alternating runs, a loaded 2-vCPU EPYC): Q4_K 1376 x 512 1.15-1.41x,
+ * 512 x 512 1.18-1.38x, 2048 x 2048 1.09-1.11x, 8192 x 2048 (from DRAM)
+ * 0.98-1.01x; Q6_K 264 x 512 1.15-1.29x, 2048 x 8192 1.03-1.04x; Q5_K
+ * 1376 x 512 1.05-1.08x. An 8-row Q4_K kernel reading one row at a time
+ * (sums reduced by an unpack tree) ran 0.6-0.8x from DRAM, whatever the
+ * prefetch distance: the tiles here read their rows together and
+ * prefetch the next tile's bytes in order, a share per super-block.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "qmv_k_avx2.h"
+#include "kscales_avx2.h"
+#include "qmm_transpose.h"
+
+#define QV_ATTR __attribute__((target("avx2,fma,f16c")))
+#define QV_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+enum { QV_Q5, QV_Q6 };
+
+/* an unaligned 16/32-bit load that may alias anything */
+typedef int32_t __attribute__((may_alias, aligned(1))) qv_i32;
+typedef int16_t __attribute__((may_alias, aligned(1))) qv_i16;
+
+/* the 5th bit of Q5_K's codes: bit k of each qh byte moved to bit 4
+ * (16-bit shifts by at most 4 move no bit across a byte that the mask
+ * keeps) */
+QV_INLINE __m256i bit5(__m256i hb, const int k)
+{
+	const __m256i m16 = _mm256_set1_epi8(16);
+	if (k < 4)
+		return _mm256_and_si256(_mm256_slli_epi16(hb, 4 - k), m16);
+	if (k == 4)
+		return _mm256_and_si256(hb, m16);
+	return _mm256_and_si256(_mm256_srli_epi16(hb, k - 4), m16);
+}
+
+/* hsum4 returns the 4 lane sums of a[0..3], a[i]'s in lane i (exact) */
+QV_INLINE __m128i hsum4(const __m256i a[4])
+{
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* tile4_q5: Q5_K, the super-blocks b[0..3] of 4 rows against x, added to
+ * acc (add_k on 4 lanes) */
+QV_INLINE __m128 tile4_q5(__m128 acc, const uint8_t *const b[4], const pm_act256 *x)
+{
+	/* the scales as [s, s] int16 pairs, read back one broadcast dword per
+	 * group: row i group g at sc[16 (i / 2) + 8 (g / 4) + 4 (i % 2) + g % 4] */
+	int32_t sc[32] __attribute__((aligned(32)));
+	const __m256i z = _mm256_setzero_si256();
+	__m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+	__m256i bs2 = _mm256_broadcastsi128_si256(
+		_mm_packs_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+	__m256i mv[2];
+#pragma GCC unroll 2
+	for (int q = 0; q < 2; q++) {
+		__m256i k = pm_kscales8x2(b[2 * q], b[2 * q + 1]);
+		__m256i s16 = _mm256_unpacklo_epi8(k, z);
+		_mm256_store_si256((__m256i *)(sc + 16 * q), _mm256_unpacklo_epi16(s16, s16));
+		_mm256_store_si256((__m256i *)(sc + 16 * q + 8), _mm256_unpackhi_epi16(s16, s16));
+		/* summ: min[g] times bs2[g] = bsums[2g] + bsums[2g + 1] (at most
+		 * 2 * 16 * 127: int16), the same integer as corr . bsums; rows
+		 * 2q (low lane) and 2q + 1 (high lane) */
+		mv[q] = _mm256_madd_epi16(_mm256_unpackhi_epi8(k, z), bs2);
+	}
+	__m256i t = _mm256_hadd_epi32(mv[0], mv[1]);
+	t = _mm256_hadd_epi32(t, t); /* lanes: r0 r2 r0 r2 | r1 r3 r1 r3 */
+	__m128i summ = _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256i a[4], hb[4];
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		hb[i] = _mm256_loadu_si256((const __m256i *)(b[i] + 16));
+		a[i] = z;
+	}
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m256i x0 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c));
+		__m256i x1 = _mm256_loadu_si256((const __m256i *)(x->q + 64 * c + 32));
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(b[i] + 48 + 32 * c));
+			__m256i lo = _mm256_or_si256(_mm256_and_si256(v, m15), bit5(hb[i], 2 * c));
+			__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m15), bit5(hb[i], 2 * c + 1));
+			const int32_t *si = sc + 16 * (i / 2) + 4 * (i % 2) + 8 * (c / 2) + (2 * c) % 4;
+			__m256i s0 = _mm256_set1_epi32(*(const qv_i32 *)si);
+			__m256i s1 = _mm256_set1_epi32(*(const qv_i32 *)(si + 1));
+			a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0));
+			a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
+		}
+	}
+	/* d, dmin of each row (through registers: four small stores read
+	 * back as one vector stall on store forwarding) */
+	__m128i hv = _mm_setr_epi32(*(const qv_i32 *)b[0], *(const qv_i32 *)b[1], *(const qv_i32 *)b[2],
+				    *(const qv_i32 *)b[3]);
+	__m256 f = _mm256_cvtph_ps(hv);
+	__m128 flo = _mm256_castps256_ps128(f), fhi = _mm256_extractf128_ps(f, 1);
+	__m128 d = _mm_shuffle_ps(flo, fhi, _MM_SHUFFLE(2, 0, 2, 0));
+	__m128 dmin = _mm_shuffle_ps(flo, fhi, _MM_SHUFFLE(3, 1, 3, 1));
+	/* add_k: acc + ((d * dx) * sumi - (dmin * dx) * summ) */
+	__m128 dx = _mm_set1_ps(x->d);
+	return _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, dx), _mm_cvtepi32_ps(hsum4(a))),
+					  _mm_mul_ps(_mm_mul_ps(dmin, dx), _mm_cvtepi32_ps(summ))));
+}
+
+/* tile4_6: Q6_K, the super-blocks b[0..3] of 4 rows against x, added to
+ * acc (add_6 on 4 lanes); each row's accumulator starts at -(corr .
+ * bsums), so its lane sum is sumi - summ, the one integer add_6 takes */
+QV_INLINE __m128 tile4_6(__m128 acc, const uint8_t *const b[4], const pm_act256 *x)
+{
+	const __m256i m15 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+	const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+	__m256i a[4], s[4];
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		/* the 16 int8 scales as int16, even ones in the low lane and odd
+		 * ones in the high lane (group 2j's scale is word j of the low
+		 * lane, 2j + 1's word j of the high lane), and corr = 32 * scale */
+		__m128i s8 = _mm_loadu_si128((const __m128i *)(b[i] + 192));
+		__m256i corr = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s8), 5);
+		s[i] = _mm256_cvtepi8_epi16(
+			_mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+		a[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(corr, bs));
+	}
+#pragma GCC unroll 2
+	for (int c = 0; c < 2; c++) {
+		__m256i xv[4];
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			xv[k] = _mm256_loadu_si256((const __m256i *)(x->q + 128 * c + 32 * k));
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i] + 64 * c));
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(b[i] + 64 * c + 32));
+			__m256i h = _mm256_loadu_si256((const __m256i *)(b[i] + 128 + 32 * c));
+			/* code = 4 low bits from ql | 2 high bits from qh at bits 4,
+			 * 5 (16-bit shifts: the masks drop what crosses a byte) */
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m15),
+					       _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
+					       _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+					       _mm256_and_si256(h, m30));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+					       _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				__m256i sk = _mm256_shuffle_epi8(
+					s[i], _mm256_set1_epi16((short)(0x0100 + 0x0202 * (4 * c + k))));
+				a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv[k]), sk));
+			}
+		}
+	}
+	__m128 d = _mm_cvtph_ps(_mm_setr_epi16(*(const qv_i16 *)(b[0] + 208), *(const qv_i16 *)(b[1] + 208),
+					       *(const qv_i16 *)(b[2] + 208), *(const qv_i16 *)(b[3] + 208), 0, 0,
+					       0, 0));
+	/* add_6: acc + (d * dx) * (sumi - summ) */
+	return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(x->d)), _mm_cvtepi32_ps(hsum4(a))));
+}
+
+/* tile8_q4: Q4_K, the super-blocks b[0..7] of 8 rows against x, added to
+ * acc (add_k on 8 lanes), the rows interleaved in lane order
+ * 0 2 4 6 1 3 5 7 (the order pm_kscales8x2's pairs reduce to; qmv8 puts
+ * the outputs back in row order). Per 64-element chunk the 8 rows' packed
+ * codes are transposed in 32-bit groups (pm_transpose8x32: g[j] holds
+ * bytes 4j .. 4j+3 of each row), so that one vpmaddubsw of a group's
+ * nibbles against 4 broadcast activation codes serves 8 rows; the 8
+ * groups of a 32-element sub-block are added in int16 (a pair is at most
+ * 2 * 15 * 127 = 3810, 8 of them 30480 < 32767) and one vpmaddwd against
+ * the rows' scales (SC: int16 pairs [s, s], lane i row i's) adds the
+ * sub-block to sumi. Per row and 32 elements that is 1.125 multiplies
+ * where the 4-row path takes 2. */
+QV_INLINE __m256 tile8_q4(__m256 acc, const uint8_t *const b[8], const pm_act256 *x)
+{
+	static const int L[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+	const __m256i z = _mm256_setzero_si256();
+	__m256i k[4];
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		k[q] = pm_kscales8x2(b[2 * q], b[2 * q + 1]); /* rows 2q | 2q + 1 */
+	/* summ: min[g] times bs2[g] = bsums[2g] + bsums[2g + 1] (the same
+	 * integer as corr . bsums), lanes r0 r2 r4 r6 | r1 r3 r5 r7 after the
+	 * adds */
+	__m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+	__m256i bs2 = _mm256_broadcastsi128_si256(
+		_mm_packs_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+	__m256i mv[4];
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		mv[q] = _mm256_madd_epi16(_mm256_unpackhi_epi8(k[q], z), bs2);
+	__m256i summ = _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]), _mm256_hadd_epi32(mv[2], mv[3]));
+	/* the scales transposed: v[h] dword g % 4 = the scale bytes of group
+	 * g = 4h + g % 4 of rows 0 2 4 6 (low lane) and 1 3 5 7 (high lane) */
+	__m256i u0 = _mm256_unpacklo_epi8(k[0], k[1]), u1 = _mm256_unpacklo_epi8(k[2], k[3]);
+	__m256i v[2] = {_mm256_unpacklo_epi16(u0, u1), _mm256_unpackhi_epi16(u0, u1)};
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256i a = z;
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m256i w[8], g[8];
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			w[i] = _mm256_loadu_si256((const __m256i *)(b[L[i]] + 16 + 32 * c));
+		pm_transpose8x32(g, w);
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			/* group 2c + h: low nibbles (h 0, elements 64c + 4j ..) or
+			 * high ones (h 1, 64c + 32 + 4j ..) */
+			__m256i s16 = z;
+#pragma GCC unroll 8
+			for (int j = 0; j < 8; j++) {
+				__m256i q = h ? _mm256_and_si256(_mm256_srli_epi16(g[j], 4), m15) : _mm256_and_si256(g[j], m15);
+				__m256i xb = _mm256_set1_epi32(*(const qv_i32 *)(x->q + 64 * c + 32 * h + 4 * j));
+				s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, xb));
+			}
+			const int grp = 2 * c + h, d = grp % 4;
+			/* [s, s] int16 pairs of group grp, lane i row L[i]'s */
+			__m256i sc = _mm256_shuffle_epi8(
+				v[grp / 4], _mm256_setr_epi8(d * 4, -1, d * 4, -1, d * 4 + 1, -1, d * 4 + 1, -1, d * 4 + 2, -1,
+							     d * 4 + 2, -1, d * 4 + 3, -1, d * 4 + 3, -1, d * 4, -1, d * 4, -1,
+							     d * 4 + 1, -1, d * 4 + 1, -1, d * 4 + 2, -1, d * 4 + 2, -1,
+							     d * 4 + 3, -1, d * 4 + 3, -1));
+			a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, sc));
+		}
+	}
+	/* d, dmin in lane order: the conversions of rows 0 2 1 3 and 4 6 5 7
+	 * shuffled in-lane */
+	__m128i hX = _mm_setr_epi32(*(const qv_i32 *)b[0], *(const qv_i32 *)b[2], *(const qv_i32 *)b[1],
+				    *(const qv_i32 *)b[3]);
+	__m128i hY = _mm_setr_epi32(*(const qv_i32 *)b[4], *(const qv_i32 *)b[6], *(const qv_i32 *)b[5],
+				    *(const qv_i32 *)b[7]);
+	__m256 fX = _mm256_cvtph_ps(hX), fY = _mm256_cvtph_ps(hY);
+	__m256 d = _mm256_shuffle_ps(fX, fY, _MM_SHUFFLE(2, 0, 2, 0));
+	__m256 dmin = _mm256_shuffle_ps(fX, fY, _MM_SHUFFLE(3, 1, 3, 1));
+	/* add_k: acc + ((d * dx) * sumi - (dmin * dx) * summ) */
+	__m256 dx = _mm256_set1_ps(x->d);
+	return _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(a)),
+						_mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ))));
+}
+
+/* qmv8: Q4_K rows [m0, m1) eight at a time (a short last tile repeats its
+ * last row; those lanes are computed and dropped), the next tile's bytes
+ * prefetched a share per super-block as qmv does */
+QV_INLINE void qmv8(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	const size_t bb = 144;
+	int nb = w->cols / 256;
+	size_t rb = w->row_bytes;
+	for (int m = m0; m < m1; m += 8) {
+		int rows = m1 - m < 8 ? m1 - m : 8;
+		const uint8_t *r[8];
+		for (int i = 0; i < 8; i++)
+			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
+		const char *next = (const char *)r[0] + 8 * rb;
+		int prefetch = m + 8 < m1;
+		__m256 acc = _mm256_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			if (prefetch)
+#pragma GCC unroll 32
+				for (size_t o = 0; o < 8 * bb; o += 64)
+					_mm_prefetch(next + 8 * bb * (size_t)b + o, _MM_HINT_T0);
+			const uint8_t *blk[8];
+			for (int i = 0; i < 8; i++)
+				blk[i] = r[i] + bb * (size_t)b;
+			acc = tile8_q4(acc, blk, x + b);
+		}
+		/* lane order 0 2 4 6 1 3 5 7 back to row order */
+		acc = _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+		if (rows == 8) {
+			_mm256_storeu_ps(out + m, acc);
+		} else {
+			float o[8];
+			_mm256_storeu_ps(o, acc);
+			memcpy(out + m, o, sizeof(float) * (size_t)rows);
+		}
+	}
+}
+
+/* qmv: rows [m0, m1) four at a time (a short last group repeats its last
+ * row; those lanes are computed and dropped). While four rows are used,
+ * the next four (rows are contiguous) are prefetched, a share per
+ * super-block (4 blocks' bytes): the bytes swept in order, ahead of the
+ * reads by exactly four rows. */
+QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, const int kind,
+		   const size_t bb)
+{
+	int nb = w->cols / 256;
+	size_t rb = w->row_bytes;
+	for (int m = m0; m < m1; m += 4) {
+		int rows = m1 - m < 4 ? m1 - m : 4;
+		const uint8_t *r[4];
+		for (int i = 0; i < 4; i++)
+			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
+		const char *next = (const char *)r[0] + 4 * rb;
+		int prefetch = m + 4 < m1;
+		__m128 acc = _mm_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			if (prefetch)
+#pragma GCC unroll 16
+				for (size_t o = 0; o < 4 * bb; o += 64)
+					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
+			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
+						 r[3] + bb * (size_t)b};
+			acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_q5(acc, blk, x + b);
+		}
+		float o[4];
+		_mm_storeu_ps(o, acc);
+		memcpy(out + m, o, sizeof(float) * (size_t)rows);
+	}
+}
+
+QV_ATTR void pm_qmv_q4_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	qmv8(out, x, w, m0, m1);
+}
+
+QV_ATTR void pm_qmv_q5_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	qmv(out, x, w, m0, m1, QV_Q5, 176);
+}
+
+QV_ATTR void pm_qmv_q6_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	qmv(out, x, w, m0, m1, QV_Q6, 210);
+}
+#endif
