@@ -65,6 +65,7 @@
  */
 #include "actquant.h"
 #include "kernels.h"
+#include "qmm_k_avx2.h"
 
 #include <limits.h>
 #include <string.h>
@@ -1115,7 +1116,7 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 		if (n == 1)                                                                      \
 			vqmv(out, xq, w, m0, m1, K, BYTES, 0);                                   \
 		else                                                                             \
-			vqmm(out, ldo, xq, xs, w, n, m0, m1, K, BYTES, 0);                       \
+			pm_qmm_##T##_avx2_batch(out, ldo, xq, xs, w, n, m0, m1);                 \
 	}                                                                                        \
 	static AVX2 void vqmm_##T##_vnni(float *out, size_t ldo, const void *xq, size_t xs,     \
 					 const pm_weight *w, int n, int m0, int m1)            \
