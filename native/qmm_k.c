@@ -29,12 +29,11 @@
  * Ranges (no overflow anywhere): a maddubs pair is at most 2*63*127 =
  * 16002 < 32767; |sumi| <= 256*63*127*128 < 2^31; |summ| likewise.
  *
- * The AVX2 kernels. Batches (n > 1): a tile of up to 16 weight rows of
- * one super-block is unpacked into an L1 buffer (codes as bytes in element
- * order, scales widened to int16 and spread one per 16 elements) and every
- * row of x, two at a time, runs against it four weight rows at a time with
- * maddubs/madd: a weight block is decoded once per tile and used by all n
- * rows (batched decode, prefill), its scales once per super-block. Batch 1:
+ * The AVX2 kernels. Batches (n > 1) are qmm_k_avx2.c's: tiles of 8
+ * weight rows interleaved in lanes, so each row's sums land in its own
+ * lane. (They replaced tiles of 4 unpacked rows against 2 rows of x, one
+ * row's codes per register and vphaddd to each output: default Q4_K_M
+ * prefill 256 at one thread 1.37x.) Batch 1:
  * four weight rows decoded straight into registers, prefetching the next
  * four. Where the CPU has AVX512-VNNI with VL, madd + add is one vpdpwssd
  * (dpacc). Measured on this machine (1376 x 512 Q4_K, one thread, CPU
@@ -65,6 +64,7 @@
  */
 #include "actquant.h"
 #include "kernels.h"
+#include "qmm_k_avx2.h"
 #include "qmv_k_avx2.h"
 
 #include <limits.h>
@@ -239,99 +239,8 @@ static void qmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 enum {
-	TM = 16, /* weight rows unpacked per tile */
-	NR = 64, /* rows of x per pass over a tile (the accumulators' size) */
+	NR = 64, /* rows of x per pass over a tile (kqmm_vnni's accumulators) */
 };
-
-/* The AVX2 unpacked super-block: es[j] holds the int16 scales of 32-group
- * j as madd wants them (low 128 bits: group 2j's scale, high: 2j+1's). */
-typedef struct {
-	__m256i q[8];
-	__m256i es[8];
-	__m256i corr; /* 16 x int16 */
-	float d, dmin;
-} __attribute__((aligned(32))) vblock;
-
-AVX2_INLINE float f16v(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return _cvtsh_ss(h);
-}
-
-/* kscales8 is kscales in one register: bytes 0..7 the scales, 8..15 the
- * mins (reads 16 bytes from b + 4, inside the block). */
-AVX2_INLINE __m128i kscales8(const uint8_t *b)
-{
-	__m128i v = _mm_loadu_si128((const __m128i *)(b + 4)); /* words u0 u1 u2 */
-	__m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3f3f3f3f));
-	__m128i c = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 4, 0, 0));
-	__m128i hi = _mm_or_si128(_mm_and_si128(c, _mm_set1_epi32(0x0f0f0f0f)),
-				  _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi32(0x30303030)));
-	return _mm_unpacklo_epi32(lo, hi);
-}
-
-AVX2_INLINE void vunpack_k(vblock *u, const uint8_t *b, const uint8_t *qh, const uint8_t *qs)
-{
-	__m128i k = kscales8(b);
-	u->d = f16v(b);
-	u->dmin = f16v(b + 2);
-	__m128i s16 = _mm_cvtepu8_epi16(k), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(k, 8));
-	u->corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-	__m256i s2 = _mm256_broadcastsi128_si256(s16);
-	for (int j = 0; j < 8; j++)
-		u->es[j] = _mm256_shuffle_epi8(s2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
-	const __m256i m15 = _mm256_set1_epi8(15), m16b = _mm256_set1_epi8(16);
-	__m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-	for (int c = 0; c < 4; c++) {
-		__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-		__m256i lo = _mm256_and_si256(v, m15), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
-		if (qh) {
-			__m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c)));
-			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), m16b));
-			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), m16b));
-		}
-		u->q[2 * c] = lo;
-		u->q[2 * c + 1] = hi;
-	}
-}
-
-AVX2_INLINE void vunpack_q6(vblock *u, const uint8_t *b)
-{
-	const int8_t *sc = (const int8_t *)(b + 192);
-	u->d = u->dmin = f16v(b + 208);
-	__m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-	u->corr = _mm256_slli_epi16(s16, 5);
-	for (int j = 0; j < 8; j++)
-		u->es[j] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
-	const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-	for (int c = 0; c < 2; c++) {
-		__m256i l0 = _mm256_loadu_si256((const __m256i *)(b + 64 * c));
-		__m256i l1 = _mm256_loadu_si256((const __m256i *)(b + 64 * c + 32));
-		__m256i h = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * c));
-		u->q[4 * c] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
-		u->q[4 * c + 1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
-						  _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
-		u->q[4 * c + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
-						  _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
-		u->q[4 * c + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
-						  _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-	}
-}
-
-AVX2_INLINE void vunpack(vblock *u, const uint8_t *b, int kind)
-{
-	switch (kind) {
-	case K_Q4:
-		vunpack_k(u, b, NULL, b + 16);
-		break;
-	case K_Q5:
-		vunpack_k(u, b, b + 16, b + 48);
-		break;
-	default:
-		vunpack_q6(u, b);
-	}
-}
 
 /* hsum4 returns the 4 horizontal sums of a, b, c, d (int32, exact). */
 AVX2_INLINE __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d)
@@ -365,113 +274,11 @@ AVX2_INLINE __m128 finish4(__m128 acc, __m128i sumi, __m128i summ, __m128 d, __m
 	return _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(dd, _mm_cvtepi32_ps(sumi)), _mm_mul_ps(dm, _mm_cvtepi32_ps(summ))));
 }
 
-/* dot4 adds the super-block's term for weight rows u[0..3] and x to the
- * accumulators acc[0..3] (add_k / add_6 per lane). */
-AVX2_INLINE void dot4(float *acc, const vblock *u, const pm_act256 *x, int kind, int vnni)
-{
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-	for (int j = 0; j < 8; j++) {
-		__m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + 32 * j));
-		a0 = dpacc(a0, _mm256_maddubs_epi16(u[0].q[j], xv), u[0].es[j], vnni);
-		a1 = dpacc(a1, _mm256_maddubs_epi16(u[1].q[j], xv), u[1].es[j], vnni);
-		a2 = dpacc(a2, _mm256_maddubs_epi16(u[2].q[j], xv), u[2].es[j], vnni);
-		a3 = dpacc(a3, _mm256_maddubs_epi16(u[3].q[j], xv), u[3].es[j], vnni);
-	}
-	__m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-	__m128i sumi = hsum4(a0, a1, a2, a3);
-	__m128i summ = hsum4(_mm256_madd_epi16(u[0].corr, bs), _mm256_madd_epi16(u[1].corr, bs),
-			     _mm256_madd_epi16(u[2].corr, bs), _mm256_madd_epi16(u[3].corr, bs));
-	__m128 d = _mm_setr_ps(u[0].d, u[1].d, u[2].d, u[3].d);
-	__m128 dmin = _mm_setr_ps(u[0].dmin, u[1].dmin, u[2].dmin, u[3].dmin);
-	_mm_store_ps(acc, finish4(_mm_load_ps(acc), sumi, summ, d, dmin, x->d, kind));
-}
-
-/* dot4x2 is dot4 for two rows of x at once (each weight vector loaded
- * once for both): the same sums and float steps per output. */
-AVX2_INLINE void dot4x2(float *acc0, float *acc1, const vblock *u, const pm_act256 *x0, const pm_act256 *x1,
-			int kind, int vnni)
-{
-	__m256i a[8];
-	for (int i = 0; i < 8; i++)
-		a[i] = _mm256_setzero_si256();
-	for (int j = 0; j < 8; j++) {
-		__m256i xv0 = _mm256_loadu_si256((const __m256i *)(x0->q + 32 * j));
-		__m256i xv1 = _mm256_loadu_si256((const __m256i *)(x1->q + 32 * j));
-#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++) {
-			__m256i q = u[i].q[j], es = u[i].es[j];
-			a[i] = dpacc(a[i], _mm256_maddubs_epi16(q, xv0), es, vnni);
-			a[4 + i] = dpacc(a[4 + i], _mm256_maddubs_epi16(q, xv1), es, vnni);
-		}
-	}
-	__m128 d = _mm_setr_ps(u[0].d, u[1].d, u[2].d, u[3].d);
-	__m128 dmin = _mm_setr_ps(u[0].dmin, u[1].dmin, u[2].dmin, u[3].dmin);
-	__m256i bs = _mm256_loadu_si256((const __m256i *)x0->bsums);
-	__m128i summ = hsum4(_mm256_madd_epi16(u[0].corr, bs), _mm256_madd_epi16(u[1].corr, bs),
-			     _mm256_madd_epi16(u[2].corr, bs), _mm256_madd_epi16(u[3].corr, bs));
-	_mm_store_ps(acc0, finish4(_mm_load_ps(acc0), hsum4(a[0], a[1], a[2], a[3]), summ, d, dmin, x0->d, kind));
-	bs = _mm256_loadu_si256((const __m256i *)x1->bsums);
-	summ = hsum4(_mm256_madd_epi16(u[0].corr, bs), _mm256_madd_epi16(u[1].corr, bs),
-		     _mm256_madd_epi16(u[2].corr, bs), _mm256_madd_epi16(u[3].corr, bs));
-	_mm_store_ps(acc1, finish4(_mm_load_ps(acc1), hsum4(a[4], a[5], a[6], a[7]), summ, d, dmin, x1->d, kind));
-}
-
-/* vqmm: tiles of TM weight rows (a short last tile repeats its last row
- * up to a multiple of 4; those lanes are computed and dropped), each
- * super-block unpacked once per NR rows of x. While a tile is used, the
- * next tile's bytes (rows are contiguous) are prefetched, a share per
- * super-block, as matvec.c does: many row streams at once stall on DRAM
- * otherwise. */
-AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0,
-		      int m1, int kind, size_t bb, int vnni)
-{
-	int nb = w->cols / 256;
-	size_t rb = w->row_bytes;
-	vblock u[TM];
-	float acc[NR * TM] __attribute__((aligned(16)));
-	for (int mt = m0; mt < m1; mt += TM) {
-		int rows = m1 - mt < TM ? m1 - mt : TM, groups = (rows + 3) / 4;
-		const uint8_t *base = pm_weight_row(w, mt);
-		const char *next = (const char *)base + (size_t)TM * rb;
-		size_t share = ((size_t)TM * rb + (size_t)nb - 1) / (size_t)nb;
-		int prefetch = mt + TM < m1;
-		for (int r0 = 0; r0 < n; r0 += NR) {
-			int nr = n - r0 < NR ? n - r0 : NR;
-			memset(acc, 0, sizeof(float) * (size_t)nr * TM);
-			for (int b = 0; b < nb; b++) {
-				if (prefetch && r0 == 0)
-					for (size_t o = 0; o < share; o += 64)
-						_mm_prefetch(next + (size_t)b * share + o, _MM_HINT_T0);
-				for (int i = 0; i < 4 * groups; i++)
-					vunpack(&u[i], base + (size_t)(i < rows ? i : rows - 1) * rb + bb * (size_t)b,
-						kind);
-				int r = 0;
-				for (; r + 2 <= nr; r += 2) {
-					const pm_act256 *x0 =
-						(const pm_act256 *)((const char *)xq + (size_t)(r0 + r) * xs) + b;
-					const pm_act256 *x1 = (const pm_act256 *)((const char *)x0 + xs);
-					for (int g = 0; g < groups; g++)
-						dot4x2(acc + r * TM + 4 * g, acc + (r + 1) * TM + 4 * g, u + 4 * g, x0, x1,
-						       kind, vnni);
-				}
-				for (; r < nr; r++) {
-					const pm_act256 *x =
-						(const pm_act256 *)((const char *)xq + (size_t)(r0 + r) * xs) + b;
-					for (int g = 0; g < groups; g++)
-						dot4(acc + r * TM + 4 * g, u + 4 * g, x, kind, vnni);
-				}
-			}
-			for (int r = 0; r < nr; r++)
-				memcpy(out + (size_t)(r0 + r) * ldo + mt, acc + r * TM, sizeof(float) * (size_t)rows);
-		}
-	}
-}
-
 /*
  * The batch-1 path: four weight rows at a time decoded straight into
  * registers, 64 elements at a time against the same x codes, no buffer;
- * the integer sums and the float step are those of dot4, so a row alone
- * gives bitwise what it gives in a batch.
+ * the integer sums and the float step are those of every other path, so
+ * a row alone gives bitwise what it gives in a batch.
  */
 
 /* PAIR(s, p): int16 words 0..3 of each lane = word 2p of s's lane, words
@@ -490,7 +297,7 @@ AVX2_INLINE void vqmm(float *out, size_t ldo, const void *xq, size_t xs, const p
  * the 4 sums of x0 in words 0..3 and those of x1 in words 4..7, and one
  * vpdpwssd against sc (PAIR) multiplies each by its group's scale and adds
  * into a: 4 uops per 64 products where maddubs + shuffle + dpwssd take 6.
- * The integers are exactly those of dot4 (sums of products, in any order),
+ * The integers are exactly sumi's (sums of products, in any order),
  * so the float step and the result are too. */
 AVX2_INLINE __m256i dpbz(__m256i w, __m256i x)
 {
@@ -1089,7 +896,7 @@ VNNI_INLINE void kqmm_vnni(float *out, size_t ldo, const void *xq, size_t xs, co
 		if (n == 1)                                                                      \
 			pm_qmv_##T##_avx2(out, xq, w, m0, m1);                                   \
 		else                                                                             \
-			vqmm(out, ldo, xq, xs, w, n, m0, m1, K, BYTES, 0);                       \
+			pm_qmm_##T##_avx2_batch(out, ldo, xq, xs, w, n, m0, m1);                 \
 	}                                                                                        \
 	static AVX2 void vqmm_##T##_vnni(float *out, size_t ldo, const void *xq, size_t xs,     \
 					 const pm_weight *w, int n, int m0, int m1)            \

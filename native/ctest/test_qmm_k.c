@@ -6,12 +6,14 @@
  * same integer sums and the same float32 steps, qmm_k.c), in both of its
  * forms: where the CPU has AVX512-VNNI, pm_qmm_k(type, 1) (vpdpwssd at
  * batch 1, interleaved vpdpbusd tiles of 8 weight rows for batches), and
- * with plain AVX2 instructions (pm_qmm_k(type, 2)). M = 37 makes several
- * tiles of 16 and of 8 rows and a short last one; N = 70 more rows of x
- * than one pass (64) holds, and batches of 2, 3, 8, 16, 65 and 70 take
- * every grouping of rows of x (fours, a pair, a row paired with itself).
- * Batch 1 (qmv_k_avx2.c's tiles of 8 Q4_K rows, 4 Q5_K/Q6_K rows) also
- * runs over ranges that end 1 to 7 rows past a whole tile.
+ * with plain AVX2 instructions (pm_qmm_k(type, 2): qmm_k_avx2.c's
+ * interleaved vpmaddubsw tiles of 8 weight rows for batches). M = 37
+ * makes several tiles of 16 and of 8 rows and a short last one, and the
+ * splits short tiles of every length; N = 70 more rows of x than one pass
+ * (64) holds, and batches of 2, 3, 5, 6, 7, 8, 16, 65, 66, 67 and 70 take
+ * every grouping of rows of x (fours, a pair, a single row, a row paired
+ * with itself). Batch 1 (qmv_k_avx2.c's tiles of 8 Q4_K rows, 4 Q5_K/Q6_K
+ * rows) also runs over ranges that end 1 to 7 rows past a whole tile.
  */
 #define CTEST_SEED 0x2545f4914f6cdd1dull
 #include "ctest.h"
@@ -75,11 +77,17 @@ int main(int argc, char **argv)
 				continue;
 			const char *name = set == 2 ? "avx2 (no vnni)" : set ? "avx2" : "portable";
 			pm_matmul_q(q, out[set], M, x, K, &w, N, 0, M, scratch);
-			/* splits at multiples of 4 (as mm_task makes them) */
-			int cuts[] = {0, 4, 20, 36, M};
+			/* splits at multiples of 4 (as mm_task makes them), and
+			 * ranges that start and end inside the AVX2 batch
+			 * path's 8-row tiles (short tiles of 3, 7, 1 and 2 rows) */
+			int cuts[] = {0, 4, 20, 36, M}, odd[] = {0, 3, 10, 27, M};
 			for (int c = 0; c + 1 < 5; c++)
 				pm_matmul_q(q, part, M, x, K, &w, N, cuts[c], cuts[c + 1], scratch);
 			CHECK(memcmp(part, out[set], sizeof part) == 0, "%s type %u: a split changed a result",
+			      name, ty);
+			for (int c = 0; c + 1 < 5; c++)
+				pm_matmul_q(q, part, M, x, K, &w, N, odd[c], odd[c + 1], scratch);
+			CHECK(memcmp(part, out[set], sizeof part) == 0, "%s type %u: a split inside a tile changed a result",
 			      name, ty);
 			/* a part writes its own columns only (the VNNI batch path
 			 * accumulates whole tiles of 16 in out itself) */
@@ -95,9 +103,10 @@ int main(int argc, char **argv)
 				      cuts[c], cuts[c + 1], outside);
 			}
 			/* smaller batches, odd ones too (the VNNI batch path runs
-			 * rows of x in pairs, 64 per pass): the same rows */
-			int ns[] = {2, 3, 8, 16, 65};
-			for (int i = 0; i < 5; i++) {
+			 * rows of x in fours and pairs, the AVX2 one in fours, a
+			 * pair and a single row, both 64 per pass): the same rows */
+			int ns[] = {2, 3, 5, 6, 7, 8, 16, 65, 66, 67};
+			for (int i = 0; i < (int)(sizeof ns / sizeof ns[0]); i++) {
 				pm_matmul_q(q, part, M, x, K, &w, ns[i], 0, M, scratch);
 				CHECK(memcmp(part, out[set], sizeof(float) * (size_t)ns[i] * M) == 0,
 				      "%s type %u: a batch of %d != the first rows of %d", name, ty, ns[i], N);
