@@ -44,7 +44,9 @@
  * Q4_K 36.6 -> 39.2, Q5_K 25.6 -> 26.4, Q6_K 28.5 -> 31.6; and Q4_K/Q5_K
  * decoded two rows' scales per register and took the mins against pair
  * sums of bsums (direct4): Q4_K 38.8 -> 41.8 (the plain AVX2 path, with
- * the unrolled prefetches too: 31.4 -> 35.0), Q5_K 26.1 -> 27.2.
+ * the unrolled prefetches too: 31.4 -> 35.0), Q5_K 26.1 -> 27.2. Batch
+ * 1 without VNNI has since moved to qmv_k_avx2.c (Q4_K on 8 interleaved
+ * rows); direct4 and vqmv here are the VNNI CPUs' batch-1 path.
  *
  * Batches on AVX512-VNNI CPUs take kqmm_vnni instead (below): vpdpbusd on
  * tiles of 8 interleaved weight rows. Against the vpdpwssd tiles (1376 x

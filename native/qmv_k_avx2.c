@@ -26,9 +26,9 @@
  *
  * Measured against the 4-row kernel (one thread, CPU time, medians of
  * alternating runs, a loaded 2-vCPU EPYC): Q4_K 1376 x 512 1.15-1.41x,
- * 512 x 512 1.18-1.38x, 2048 x 2048 1.09-1.11x, 8192 x 2048 (from DRAM)
- * 0.98-1.01x; Q6_K 264 x 512 1.15-1.29x, 2048 x 8192 1.03-1.04x; Q5_K
- * 1376 x 512 1.05-1.08x. An 8-row Q4_K kernel reading one row at a time
+ * 512 x 512 1.17-1.38x, 2048 x 2048 1.08-1.12x, 8192 x 2048 (from DRAM)
+ * 0.86-1.01x (not a gain); Q6_K 264 x 512 1.15-1.32x, 2048 x 8192
+ * 0.90-1.04x; Q5_K 1376 x 512 1.05-1.13x. An 8-row Q4_K kernel reading one row at a time
  * (sums reduced by an unpack tree) ran 0.6-0.8x from DRAM, whatever the
  * prefetch distance: the tiles here read their rows together and
  * prefetch the next tile's bytes in order, a share per super-block.
