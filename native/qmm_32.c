@@ -24,8 +24,10 @@
  *     m_w, or -offset * d_w (the offset taken off in float).
  * The two sets agree closely, not bitwise (FMA rounds once; the offset).
  *
- * Speed: decode (n == 1) runs 4 weight rows at a time against the one
- * activation row, prefetching the next 4 rows as matvec.c does (with
+ * Speed: decode (n == 1) on AVX2 runs 8 weight rows at a time,
+ * interleaved into the lanes of 256-bit registers (qmv_32_avx2.c); the
+ * VNNI builds run 4 weight rows at a time against the one activation row,
+ * prefetching the next 4 rows as matvec.c does (with AVX-512
  * VNNI, Q4_0 and Q5_0 take 4 blocks of 4 rows per step on 512-bit
  * registers, no horizontal sum per block, prefetching 2 tiles ahead:
  * qmm_32_x86.h); batches

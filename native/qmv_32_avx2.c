@@ -28,11 +28,14 @@
  * its own vpmaddwd. Q4 codes come from each row's qs words, transposed
  * (word j masked to its low nibbles is group j, its high nibbles group
  * j + 4); Q5 adds 16 where the row's qh bit is set, group j's 4 bits
- * being bits 4j .. 4j+3 of qh whichever nibble it is. Q8_0's signed codes
- * q are transposed whole and take the sign trick (|q| against the
- * activation given q's signs, pairs at most 2 * 128 * 127, one vpmaddwd
- * per group) plus 128 * the activation block's sum, so S is the sum over
- * q + 128 that the other paths take.
+ * being bits 4j .. 4j+3 of qh whichever nibble it is. Q8_0 is not
+ * interleaved (its 32 codes need no unpacking, and transposing them
+ * measured no faster): each row takes the sign trick (|q| against the
+ * activation given q's signs, pairs at most 2 * 128 * 127, one vpmaddwd),
+ * a vphaddd tree brings the 8 rows' lanes into lane i, and 128 * the
+ * activation block's sum is added, so S is the sum over q + 128 that the
+ * other paths take. Against the 4 x 1 tile, one tree serves 8 rows, and
+ * the scales and float steps are 8 lanes wide.
  *
  * The rows of the tile after the next are prefetched, a share per block
  * (the old tile prefetched the next one): the hardware prefetcher does
@@ -146,29 +149,28 @@ V2_INLINE void hi8(const int T, __m256i g[8], const uint8_t *const wr[8], size_t
 V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, const pm_act32 *a)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
-	__m256i g[8];
 	if (T == Q8_0) {
-		__m256i u[8];
-		V2_UNROLL for (int i = 0; i < 8; i++)
-			u[i] = _mm256_loadu_si256((const __m256i *)(wr[i] + off + 2));
-		pm_transpose8x32(g, u);
-		/* 128 * the activation block's sum, in every lane */
-		__m256i t = _mm256_madd_epi16(
-			_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)a->q)), ones);
+		/* row by row: S's 8 partial lanes, then the 8 rows' lanes
+		 * summed by a vphaddd tree into lane i (exact integers) */
+		__m256i x = _mm256_loadu_si256((const __m256i *)a->q), p[8];
+		V2_UNROLL for (int i = 0; i < 8; i++) {
+			__m256i q = _mm256_loadu_si256((const __m256i *)(wr[i] + off + 2));
+			p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q)), ones);
+		}
+		__m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+		__m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+		/* h0: rows 0..3's sums over elements 0..15 in the low half,
+		 * 16..31 in the high half; h1 rows 4..7's */
+		__m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+					     _mm256_permute2x128_si256(h0, h1, 0x31));
+		/* + 128 * the activation block's sum, in every lane */
+		__m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), ones);
 		t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4e));
 		t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0xb1));
 		t = _mm256_add_epi32(t, _mm256_permute2x128_si256(t, t, 1));
-		__m256i e = _mm256_slli_epi32(t, 7), o = _mm256_setzero_si256();
-		V2_UNROLL for (int j = 0; j < 8; j += 2) {
-			__m256i x0 = _mm256_set1_epi32(*(const v2_i32 *)(a->q + 4 * j));
-			__m256i x1 = _mm256_set1_epi32(*(const v2_i32 *)(a->q + 4 * j + 4));
-			__m256i p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(g[j]), _mm256_sign_epi8(x0, g[j]));
-			__m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(g[j + 1]), _mm256_sign_epi8(x1, g[j + 1]));
-			e = _mm256_add_epi32(e, _mm256_madd_epi16(p0, ones));
-			o = _mm256_add_epi32(o, _mm256_madd_epi16(p1, ones));
-		}
-		return _mm256_add_epi32(e, o);
+		return _mm256_add_epi32(s, _mm256_slli_epi32(t, 7));
 	}
+	__m256i g[8];
 	nib8(T, g, wr, off);
 	if (T == Q5_0 || T == Q5_1)
 		hi8(T, g, wr, off);
