@@ -24,8 +24,10 @@
  *     m_w, or -offset * d_w (the offset taken off in float).
  * The two sets agree closely, not bitwise (FMA rounds once; the offset).
  *
- * Speed: decode (n == 1) runs 4 weight rows at a time against the one
- * activation row, prefetching the next 4 rows as matvec.c does (with
+ * Speed: decode (n == 1) on AVX2 runs 8 weight rows at a time,
+ * interleaved into the lanes of 256-bit registers (qmv_32_avx2.c); the
+ * VNNI builds run 4 weight rows at a time against the one activation row,
+ * prefetching the next 4 rows as matvec.c does (with AVX-512
  * VNNI, Q4_0 and Q5_0 take 4 blocks of 4 rows per step on 512-bit
  * registers, no horizontal sum per block, prefetching 2 tiles ahead:
  * qmm_32_x86.h); batches
@@ -152,24 +154,26 @@ static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, cons
 #include "qmm_32_x86.h"
 
 #include "qmm_32_avx2.h"
+#include "qmv_32_avx2.h"
 
-/* qmm_32_avx2_fn: the AVX2 kernels, every type's batches run by
- * qmm_32_avx2.c's interleaved tiles (bitwise the same outputs, without
- * the 4 x 4 tile's horizontal sums), their decode by qmm_32_x86.h */
-#define A2_KERNEL(name, batchfn)                                                                                 \
+/* qmm_32_avx2_fn: the AVX2 kernels, every type's decode run by
+ * qmv_32_avx2.c's 8-row interleaved tiles and its batches by
+ * qmm_32_avx2.c's (bitwise the same outputs as qmm_32_x86.h's 4-row
+ * tiles, without their horizontal sums) */
+#define A2_KERNEL(name, decodefn, batchfn)                                                                       \
 	static QMM_ATTR void name##_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w,   \
 				       int n, int m0, int m1)                                                  \
 	{                                                                                                      \
 		if (n == 1)                                                                                    \
-			name(out, ldo, xq, xs, w, n, m0, m1);                                                  \
+			decodefn(out, xq, w, m0, m1);                                                          \
 		else                                                                                           \
 			batchfn(out, ldo, xq, xs, w, n, m0, m1);                                               \
 	}
-A2_KERNEL(qmm_q4_0, pm_qmm_q4_0_avx2_batch)
-A2_KERNEL(qmm_q4_1, pm_qmm_q4_1_avx2_batch)
-A2_KERNEL(qmm_q5_0, pm_qmm_q5_0_avx2_batch)
-A2_KERNEL(qmm_q5_1, pm_qmm_q5_1_avx2_batch)
-A2_KERNEL(qmm_q8_0, pm_qmm_q8_0_avx2_batch)
+A2_KERNEL(qmm_q4_0, pm_qmv_q4_0_avx2, pm_qmm_q4_0_avx2_batch)
+A2_KERNEL(qmm_q4_1, pm_qmv_q4_1_avx2, pm_qmm_q4_1_avx2_batch)
+A2_KERNEL(qmm_q5_0, pm_qmv_q5_0_avx2, pm_qmm_q5_0_avx2_batch)
+A2_KERNEL(qmm_q5_1, pm_qmv_q5_1_avx2, pm_qmm_q5_1_avx2_batch)
+A2_KERNEL(qmm_q8_0, pm_qmv_q8_0_avx2, pm_qmm_q8_0_avx2_batch)
 #undef A2_KERNEL
 
 static pm_qmm_fn qmm_32_avx2_fn(uint32_t type)

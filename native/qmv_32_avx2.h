@@ -1,0 +1,17 @@
+/*
+ * qmv_32_avx2.h: the AVX2 decode kernels of qmv_32_avx2.c (one activation
+ * row, n == 1; pm_qmm_fn's arguments less n, ldo and xs, actquant.h),
+ * which qmm_32.c's AVX2 kernels call for decode.
+ */
+#ifndef PM_QMV_32_AVX2_H
+#define PM_QMV_32_AVX2_H
+
+#include "weights.h"
+
+void pm_qmv_q4_0_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
+void pm_qmv_q4_1_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
+void pm_qmv_q5_0_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
+void pm_qmv_q5_1_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
+void pm_qmv_q8_0_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
+
+#endif
