@@ -578,7 +578,7 @@ const pm_kernels *pm_kernels_isa(int isa)
 	}
 }
 
-#else /* not x86-64 GCC/Clang: portable only */
+#else /* not x86-64 GCC/Clang: portable, and NEON on AArch64 */
 
 int pm_cpu_has_avx2(void)
 {
@@ -603,18 +603,23 @@ pm_attend_fn pm_attend_avx2(int regs)
 
 int pm_cpu_has_isa(int isa)
 {
+#if defined(__aarch64__) && defined(__GNUC__)
+	if (isa == PM_ISA_NEON)
+		return 1; /* Advanced SIMD is baseline on AArch64 */
+#endif
 	return isa == PM_ISA_PORTABLE;
 }
 
 const pm_kernels *pm_kernels_isa(int isa)
 {
-	return isa == PM_ISA_PORTABLE ? &pm_kernels_portable : NULL;
+	/* the NEON path's float kernels are the portable ones (kernels.h) */
+	return pm_cpu_has_isa(isa) ? &pm_kernels_portable : NULL;
 }
 
 #endif
 
 const char *pm_isa_name(int isa)
 {
-	static const char *const names[PM_ISA_COUNT] = {"portable", "avx2", "avxvnni", "avx512vnni"};
+	static const char *const names[PM_ISA_COUNT] = {"portable", "avx2", "avxvnni", "avx512vnni", "neon"};
 	return isa >= 0 && isa < PM_ISA_COUNT ? names[isa] : "?";
 }

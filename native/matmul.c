@@ -97,5 +97,6 @@ pm_qmm pm_qmm_isa(uint32_t type, int isa)
 	pm_qmm q = pm_qmm_32_isa(type, isa);
 	if (q.fn)
 		return q;
-	return pm_qmm_k_isa(type, isa);
+	/* the NEON path has no K-quant kernel of its own: the portable one */
+	return pm_qmm_k_isa(type, isa == PM_ISA_NEON && pm_cpu_has_isa(isa) ? PM_ISA_PORTABLE : isa);
 }

@@ -1,0 +1,151 @@
+/*
+ * test_neon.c: the AArch64 NEON path (PM_ISA_NEON, qmm_32_neon.c).
+ *
+ * Its kernels are meant to give bitwise the portable set's results, so
+ * this is the strongest check available without ARM hardware (they run
+ * here only under qemu-aarch64: run-arm64.sh):
+ *   - for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, k of 1, 3 and 10 blocks and m
+ *     of 1, 6 and 13 weight rows (ragged against the 4-row tile), every
+ *     batch n = 1..17: each row of the neon batch is bitwise the portable
+ *     result (and so the same as the row alone: batch invariance within
+ *     the set), for the baseline (vmull_s8) build and, where the CPU has
+ *     the dot-product extension, the vdotq_s32 one;
+ *   - splits [m0, m1) that cut inside a tile give the whole's bits;
+ *   - activations at the codes' extremes (+-127) and all-zero blocks;
+ *   - the path's name and availability: "neon"; on x86 (or any non-AArch64
+ *     build) pm_cpu_has_isa says no and every neon entry point is NULL.
+ */
+#include "ctest.h"
+#include "actquant.h"
+#include "kernels.h"
+#include "weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const uint32_t types[] = {PM_TYPE_Q8_0, PM_TYPE_Q4_0, PM_TYPE_Q4_1, PM_TYPE_Q5_0, PM_TYPE_Q5_1};
+#define N_TYPES (sizeof types / sizeof types[0])
+
+enum { MAXM = 13, MAXK = 32 * 10, MAXN = 17 };
+
+#if defined(__aarch64__)
+/* random_rows: random codes, finite F16 scales (and mins). */
+static void random_rows(uint8_t *b, uint32_t type, int rows, int cols)
+{
+	size_t rb = pm_type_row_bytes(type, cols), n = rb * (size_t)rows, bb = rb / (size_t)(cols / 32);
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)rnd();
+	for (size_t o = 0; o < n; o += bb) {
+		put_f16(b + o);
+		if (type == PM_TYPE_Q4_1 || type == PM_TYPE_Q5_1)
+			put_f16(b + o + 2);
+	}
+}
+
+/* fill_x: activations for pattern it: 0 random, 1 the codes' extremes
+ * (each block's max magnitude repeated: codes +-127), 2 random with
+ * all-zero blocks 1 and 2 (d = 0). */
+static void fill_x(float *x, int n, int k, int it)
+{
+	for (int i = 0; i < n * k; i++) {
+		float v = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+		if (it == 1)
+			v = rnd() & 1 ? 3.5f : -3.5f;
+		if (it == 2 && i % k >= 32 && i % k < 96)
+			v = 0.0f;
+		x[i] = v;
+	}
+}
+
+/* check_kernel: every case for the neon build dot (0 vmull_s8, 1 vdotq_s32). */
+static int check_kernel(int dot, const char *which)
+{
+	static const int ks[] = {32, 96, 320}, ms[] = {1, 6, 13};
+	static uint8_t wb[MAXM * MAXK * 34 / 32];
+	static float x[MAXN * MAXK], want[MAXN * MAXM], got[MAXN * MAXM];
+	static char scratch[MAXN * (MAXK / 32) * sizeof(pm_act32)];
+	int cases = 0;
+	for (size_t t = 0; t < N_TYPES; t++) {
+		pm_qmm port = pm_qmm_32_isa(types[t], PM_ISA_PORTABLE);
+		pm_qmm q = pm_qmm_32_neon(types[t], dot);
+		CHECK(port.fn && q.fn && q.block == 32, "%s type %u: no kernel", which, types[t]);
+		if (!port.fn || !q.fn)
+			continue;
+		for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+			for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+				for (int it = 0; it < 3; it++) {
+					int K = ks[ki], M = ms[mi];
+					if (it == 2 && K < 96)
+						continue;
+					random_rows(wb, types[t], M, K);
+					pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K)};
+					fill_x(x, MAXN, K, it);
+					pm_matmul_q(port, want, M, x, K, &w, MAXN, 0, M, scratch);
+					for (int n = 1; n <= MAXN; n++) {
+						memset(got, 0xff, sizeof got);
+						pm_matmul_q(q, got, M, x, K, &w, n, 0, M, scratch);
+						CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
+						      "%s type %u k %d m %d x%d: batch of %d != portable", which,
+						      types[t], K, M, it, n);
+						cases++;
+					}
+					/* splits inside and across the 4-row tiles */
+					int cuts[][4] = {{0, 1, 2, M}, {0, M / 2, M / 2 + 1, M}, {0, 3, 5, M}};
+					for (int c = 0; c < 3; c++) {
+						memset(got, 0xff, sizeof got);
+						for (int p = 0; p < 3; p++) {
+							int a = cuts[c][p] < M ? cuts[c][p] : M;
+							int b = cuts[c][p + 1] < M ? cuts[c][p + 1] : M;
+							if (a < b)
+								pm_matmul_q(q, got, M, x, K, &w, MAXN, a, b, scratch);
+						}
+						CHECK(memcmp(got, want, (size_t)MAXN * M * sizeof(float)) == 0,
+						      "%s type %u k %d m %d: split %d changed a result", which, types[t],
+						      K, M, c);
+						cases++;
+					}
+				}
+	}
+	return cases;
+}
+
+#endif
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	CHECK(strcmp(pm_isa_name(PM_ISA_NEON), "neon") == 0, "pm_isa_name(PM_ISA_NEON) = %s",
+	      pm_isa_name(PM_ISA_NEON));
+#if defined(__aarch64__)
+	CHECK(pm_cpu_has_isa(PM_ISA_NEON), "an AArch64 build does not run neon");
+	CHECK(pm_kernels_isa(PM_ISA_NEON) != NULL, "no float kernels for neon");
+	for (size_t t = 0; t < N_TYPES; t++) {
+		pm_qmm a = pm_qmm_32_isa(types[t], PM_ISA_NEON), b = pm_qmm_32_neon(types[t], -1);
+		CHECK(a.fn && a.fn == b.fn, "type %u: pm_qmm_32_isa(neon) is not the best neon kernel", types[t]);
+	}
+	CHECK(pm_qmm_32_isa(PM_TYPE_Q4_K, PM_ISA_NEON).fn == NULL, "qmm_32 claims Q4_K");
+	printf("neon integer kernels (vmull_s8) == portable: %d cases\n", check_kernel(0, "mull"));
+	if (pm_cpu_has_neon_dot())
+		printf("neon integer kernels (vdotq_s32) == portable: %d cases\n",
+		       check_kernel(1, "dotprod"));
+	else
+		printf("neon integer kernels (vdotq_s32): not run, this CPU has no dot-product extension\n");
+#else
+	CHECK(!pm_cpu_has_isa(PM_ISA_NEON), "a non-AArch64 build claims neon");
+	CHECK(pm_kernels_isa(PM_ISA_NEON) == NULL, "a non-AArch64 build has neon float kernels");
+	CHECK(!pm_cpu_has_neon_dot(), "a non-AArch64 build claims the dot-product extension");
+	for (size_t t = 0; t < N_TYPES; t++) {
+		CHECK(pm_qmm_32_isa(types[t], PM_ISA_NEON).fn == NULL, "type %u: a neon kernel on x86", types[t]);
+		CHECK(pm_qmm_32_neon(types[t], 0).fn == NULL, "type %u: a neon kernel on x86", types[t]);
+	}
+	printf("neon: not this build's path (not AArch64): checked it is refused\n");
+#endif
+	if (fails) {
+		fprintf(stderr, "test_neon: %d failures\n", fails);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
