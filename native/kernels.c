@@ -3,6 +3,7 @@
  * batch-invariance rule both sets keep).
  */
 #include "kernels.h"
+#include "mm_float_neon.h"
 
 #include <math.h>
 #include <string.h>
@@ -610,10 +611,24 @@ int pm_cpu_has_isa(int isa)
 	return isa == PM_ISA_PORTABLE;
 }
 
+#if defined(__aarch64__) && defined(__GNUC__)
+/* the NEON set: its matmul (mm_float_neon.c), portable's other kernels */
+static const pm_kernels kernels_neon = {
+	.name = "neon",
+	.matmul = pm_matmul_neon,
+	.rmsnorm = rmsnorm_portable,
+	.swiglu = swiglu_portable,
+	.attend = attend_portable,
+};
+#endif
+
 const pm_kernels *pm_kernels_isa(int isa)
 {
-	/* the NEON path's float kernels are the portable ones (kernels.h) */
-	return pm_cpu_has_isa(isa) ? &pm_kernels_portable : NULL;
+#if defined(__aarch64__) && defined(__GNUC__)
+	if (isa == PM_ISA_NEON)
+		return &kernels_neon;
+#endif
+	return isa == PM_ISA_PORTABLE ? &pm_kernels_portable : NULL;
 }
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * kernels.h: the engine's numeric kernels, in two sets chosen at run time:
- * AVX2+FMA (when the CPU has them) and portable C (also the float set of
- * AArch64's NEON path, PM_ISA_NEON below).
+ * AVX2+FMA (when the CPU has them) and portable C (AArch64's NEON set,
+ * PM_ISA_NEON below, is portable's with a NEON matmul: the same bits).
  *
  * Batch invariance: every kernel computes a row's result with an operation
  * sequence that depends only on that row's data and the shapes (k, hd, n),
@@ -49,8 +49,8 @@ typedef void (*pm_attend_fn)(float *out, const float *q, size_t ldq, int nr, int
 			     const pm_attend_next *next);
 
 typedef struct {
-	const char *name; /* "avx2" or "portable" */
-	int regs;         /* vector registers the float tiles are compiled for: 16, 32; 0 portable */
+	const char *name; /* "avx2", "neon" or "portable" */
+	int regs;         /* vector registers the float tiles are compiled for: 16, 32; 0 portable, neon */
 
 	/*
 	 * matmul: out[r*ldo + m] = sum_i x[r*k + i] * w[m*k + i] for rows r < n
@@ -95,7 +95,8 @@ pm_attend_fn pm_attend_avx2(int regs);
  * PM_ISA_NEON is AArch64's path (Advanced SIMD is baseline there; only an
  * ARM64 build has it): the 32-block integer products of qmm_32_neon.c
  * (vmull_s8, or vdotq_s32 where the CPU has the dot-product extension),
- * the float kernels and K-quant products of the portable set. Unlike the
+ * the F32/F16/BF16 products of mm_float_neon.c, and the portable set's
+ * norms, attention and K-quant products. Unlike the
  * x86 paths it gives bitwise the PORTABLE set's results (same float
  * operations in the same order, none fused).
  */

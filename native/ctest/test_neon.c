@@ -12,12 +12,17 @@
  *     the dot-product extension, the vdotq_s32 one;
  *   - splits [m0, m1) that cut inside a tile give the whole's bits;
  *   - activations at the codes' extremes (+-127) and all-zero blocks;
+ *   - the set's float matmul (mm_float_neon.c) and its F32, F16 and BF16
+ *     tiles (through pm_matmul_w) bitwise portable's, k of every tail
+ *     length mod 8, n = 1..9, splits, F32 rows at an odd address;
  *   - the path's name and availability: "neon"; on x86 (or any non-AArch64
  *     build) pm_cpu_has_isa says no and every neon entry point is NULL.
  */
 #include "ctest.h"
 #include "actquant.h"
 #include "kernels.h"
+#include "matmul.h"
+#include "mm_float_neon.h"
 #include "weights.h"
 
 #include <stdio.h>
@@ -110,6 +115,88 @@ static int check_kernel(int dot, const char *which)
 	return cases;
 }
 
+/* float_rows: rows of an F32, F16 or BF16 weight: finite values of
+ * either sign, some zeros and negative zeros. */
+static void float_rows(uint8_t *b, uint32_t type, int rows, int cols)
+{
+	for (int i = 0; i < rows * cols; i++) {
+		float v = (float)((int)(rnd() % 2001) - 1000) / 700.0f;
+		if (rnd() % 16 == 0)
+			v = rnd() & 1 ? -0.0f : 0.0f;
+		uint32_t u;
+		memcpy(&u, &v, 4);
+		if (type == PM_TYPE_F32) {
+			memcpy(b + 4 * (size_t)i, &v, 4);
+		} else if (type == PM_TYPE_F16) {
+			put_f16(b + 2 * (size_t)i);
+			if (v == 0.0f) /* +-0 */
+				b[2 * (size_t)i] = 0, b[2 * (size_t)i + 1] = u >> 31 ? 0x80 : 0;
+		} else {
+			uint16_t h = (uint16_t)(u >> 16);
+			memcpy(b + 2 * (size_t)i, &h, 2);
+		}
+	}
+}
+
+/* check_float: the NEON set's matmul and its F32/F16/BF16 tiles
+ * (pm_matmul_w on the set) bitwise the portable set's, over k with every
+ * tail length, m ragged against the tile, n = 1..9 and splits; F32 rows
+ * also at an odd address (the tiles load bytes). Returns the cases. */
+static int check_float(const pm_kernels *neon)
+{
+	enum { FM = 13, FK = 133, FN = 9 };
+	static const int ks[] = {1, 5, 8, 13, 64, 100, FK}, ms[] = {1, 6, FM};
+	static const uint32_t ftypes[] = {PM_TYPE_F32, PM_TYPE_F16, PM_TYPE_BF16};
+	static float wbuf[FM * FK + 2]; /* floats: row 0 aligned for matmul */
+	uint8_t *wb = (uint8_t *)wbuf;
+	static float x[FN * FK], want[FN * FM], got[FN * FM], scratch[4 * FK];
+	int cases = 0;
+	for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+		for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+			int K = ks[ki], M = ms[mi];
+			float_rows(wb, PM_TYPE_F32, M, K);
+			float_rows((uint8_t *)x, PM_TYPE_F32, FN, K);
+			const float *wf = (const float *)wb;
+			pm_kernels_portable.matmul(want, M, x, wf, FN, K, 0, M);
+			for (int n = 1; n <= FN; n++) {
+				memset(got, 0xff, sizeof got);
+				neon->matmul(got, M, x, wf, n, K, 0, M);
+				CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
+				      "neon matmul k %d m %d: batch of %d != portable", K, M, n);
+				cases++;
+			}
+			memset(got, 0xff, sizeof got);
+			neon->matmul(got, M, x, wf, FN, K, 0, M / 2 + 1);
+			neon->matmul(got, M, x, wf, FN, K, M / 2 + 1, M);
+			CHECK(memcmp(got, want, (size_t)FN * M * sizeof(float)) == 0, "neon matmul k %d m %d: a split", K,
+			      M);
+			for (size_t t = 0; t < sizeof ftypes / sizeof *ftypes; t++)
+				for (int off = 0; off < (ftypes[t] == PM_TYPE_F32 ? 2 : 1); off++) {
+					uint32_t ty = ftypes[t];
+					CHECK(pm_matmul_float_neon(ty) != NULL, "no neon tile for type %u", ty);
+					uint8_t *rows = wb + off * 3;
+					float_rows(rows, ty, M, K);
+					pm_weight w = {rows, ty, M, K, pm_type_row_bytes(ty, K)};
+					pm_dequant_fn dq = pm_dequant(ty, 0);
+					pm_matmul_w(&pm_kernels_portable, dq, want, M, x, &w, FN, 0, M, scratch);
+					for (int n = 1; n <= FN; n++) {
+						memset(got, 0xff, sizeof got);
+						pm_matmul_w(neon, dq, got, M, x, &w, n, 0, M, scratch);
+						CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
+						      "neon tile type %u k %d m %d off %d: batch of %d != portable", ty,
+						      K, M, off, n);
+						cases++;
+					}
+					memset(got, 0xff, sizeof got);
+					pm_matmul_w(neon, dq, got, M, x, &w, FN, 0, 3 < M ? 3 : M, scratch);
+					if (M > 3)
+						pm_matmul_w(neon, dq, got, M, x, &w, FN, 3, M, scratch);
+					CHECK(memcmp(got, want, (size_t)FN * M * sizeof(float)) == 0,
+					      "neon tile type %u k %d m %d: a split", ty, K, M);
+				}
+		}
+	return cases;
+}
 #endif
 
 int main(int argc, char **argv)
@@ -132,10 +219,15 @@ int main(int argc, char **argv)
 		       check_kernel(1, "dotprod"));
 	else
 		printf("neon integer kernels (vdotq_s32): not run, this CPU has no dot-product extension\n");
+	const pm_kernels *nk = pm_kernels_isa(PM_ISA_NEON);
+	CHECK(nk && nk != &pm_kernels_portable && strcmp(nk->name, "neon") == 0, "the neon float set");
+	if (nk)
+		printf("neon float matmul and F32/F16/BF16 tiles == portable: %d cases\n", check_float(nk));
 #else
 	CHECK(!pm_cpu_has_isa(PM_ISA_NEON), "a non-AArch64 build claims neon");
 	CHECK(pm_kernels_isa(PM_ISA_NEON) == NULL, "a non-AArch64 build has neon float kernels");
 	CHECK(!pm_cpu_has_neon_dot(), "a non-AArch64 build claims the dot-product extension");
+	CHECK(!pm_matmul_float_neon(PM_TYPE_F16), "a non-AArch64 build has a neon F16 tile");
 	for (size_t t = 0; t < N_TYPES; t++) {
 		CHECK(pm_qmm_32_isa(types[t], PM_ISA_NEON).fn == NULL, "type %u: a neon kernel on x86", types[t]);
 		CHECK(pm_qmm_32_neon(types[t], 0).fn == NULL, "type %u: a neon kernel on x86", types[t]);
