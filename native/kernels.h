@@ -95,8 +95,8 @@ pm_attend_fn pm_attend_avx2(int regs);
  * PM_ISA_NEON is AArch64's path (Advanced SIMD is baseline there; only an
  * ARM64 build has it): the 32-block integer products of qmm_32_neon.c
  * (vmull_s8, or vdotq_s32 where the CPU has the dot-product extension),
- * the F32/F16/BF16 products of mm_float_neon.c, and the portable set's
- * norms, attention and K-quant products. Unlike the
+ * the K-quant ones of qmm_k_neon.c, the F32/F16/BF16 products of
+ * mm_float_neon.c, and the portable set's norms and attention. Unlike the
  * x86 paths it gives bitwise the PORTABLE set's results (same float
  * operations in the same order, none fused).
  */

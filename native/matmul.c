@@ -101,6 +101,8 @@ pm_qmm pm_qmm_isa(uint32_t type, int isa)
 	pm_qmm q = pm_qmm_32_isa(type, isa);
 	if (q.fn)
 		return q;
-	/* the NEON path has no K-quant kernel of its own: the portable one */
-	return pm_qmm_k_isa(type, isa == PM_ISA_NEON && pm_cpu_has_isa(isa) ? PM_ISA_PORTABLE : isa);
+	/* the NEON path's K-quant kernels are qmm_k_neon.c's */
+	if (isa == PM_ISA_NEON)
+		return pm_cpu_has_isa(isa) ? pm_qmm_k_neon(type) : (pm_qmm){0, 0};
+	return pm_qmm_k_isa(type, isa);
 }

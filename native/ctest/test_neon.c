@@ -15,6 +15,8 @@
  *   - the set's float matmul (mm_float_neon.c) and its F32, F16 and BF16
  *     tiles (through pm_matmul_w) bitwise portable's, k of every tail
  *     length mod 8, n = 1..9, splits, F32 rows at an odd address;
+ *   - the K-quant kernels (qmm_k_neon.c) bitwise portable's for Q4_K,
+ *     Q5_K and Q6_K, n = 1..9, splits;
  *   - the path's name and availability: "neon"; on x86 (or any non-AArch64
  *     build) pm_cpu_has_isa says no and every neon entry point is NULL.
  */
@@ -38,14 +40,65 @@ enum { MAXM = 13, MAXK = 32 * 10, MAXN = 17 };
 /* random_rows: random codes, finite F16 scales (and mins). */
 static void random_rows(uint8_t *b, uint32_t type, int rows, int cols)
 {
-	size_t rb = pm_type_row_bytes(type, cols), n = rb * (size_t)rows, bb = rb / (size_t)(cols / 32);
+	size_t rb = pm_type_row_bytes(type, cols), n = rb * (size_t)rows;
+	size_t bb = rb / (size_t)(cols / pm_type_block(type));
 	for (size_t i = 0; i < n; i++)
 		b[i] = (uint8_t)rnd();
 	for (size_t o = 0; o < n; o += bb) {
+		if (type == PM_TYPE_Q6_K) {
+			put_f16(b + o + 208);
+			continue;
+		}
 		put_f16(b + o);
-		if (type == PM_TYPE_Q4_1 || type == PM_TYPE_Q5_1)
+		if (type == PM_TYPE_Q4_1 || type == PM_TYPE_Q5_1 || type == PM_TYPE_Q4_K || type == PM_TYPE_Q5_K)
 			put_f16(b + o + 2);
 	}
+}
+
+static void fill_x(float *x, int n, int k, int it);
+
+/* check_k: the K-quant kernels (qmm_k_neon.c, through pm_qmm_isa) bitwise
+ * the portable ones, k of 1 and 3 super-blocks, m of 1, 5 and 9, every
+ * batch n = 1..9 and a split. Returns the cases. */
+static int check_k(void)
+{
+	enum { KM = 9, KK = 768, KN = 9 };
+	static const uint32_t ktypes[] = {PM_TYPE_Q4_K, PM_TYPE_Q5_K, PM_TYPE_Q6_K};
+	static const int ks[] = {256, KK}, ms[] = {1, 5, KM};
+	static uint8_t wb[KM * (KK / 256) * 210];
+	static float x[KN * KK], want[KN * KM], got[KN * KM];
+	static char scratch[KN * (KK / 256) * sizeof(pm_act256)];
+	int cases = 0;
+	for (size_t t = 0; t < sizeof ktypes / sizeof *ktypes; t++) {
+		pm_qmm port = pm_qmm_isa(ktypes[t], PM_ISA_PORTABLE), q = pm_qmm_isa(ktypes[t], PM_ISA_NEON);
+		CHECK(port.fn && q.fn && q.fn == pm_qmm_k_neon(ktypes[t]).fn && q.block == 256,
+		      "type %u: no neon K-quant kernel", ktypes[t]);
+		if (!port.fn || !q.fn)
+			continue;
+		for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+			for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+				for (int it = 0; it < 3; it++) {
+					int K = ks[ki], M = ms[mi];
+					random_rows(wb, ktypes[t], M, K);
+					pm_weight w = {wb, ktypes[t], M, K, pm_type_row_bytes(ktypes[t], K)};
+					fill_x(x, KN, K, it);
+					pm_matmul_q(port, want, M, x, K, &w, KN, 0, M, scratch);
+					for (int n = 1; n <= KN; n++) {
+						memset(got, 0xff, sizeof got);
+						pm_matmul_q(q, got, M, x, K, &w, n, 0, M, scratch);
+						CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
+						      "neon type %u k %d m %d x%d: batch of %d != portable", ktypes[t], K,
+						      M, it, n);
+						cases++;
+					}
+					memset(got, 0xff, sizeof got);
+					pm_matmul_q(q, got, M, x, K, &w, KN, 0, M / 2, scratch);
+					pm_matmul_q(q, got, M, x, K, &w, KN, M / 2, M, scratch);
+					CHECK(memcmp(got, want, (size_t)KN * M * sizeof(float)) == 0,
+					      "neon type %u k %d m %d: a split changed a result", ktypes[t], K, M);
+				}
+	}
+	return cases;
 }
 
 /* fill_x: activations for pattern it: 0 random, 1 the codes' extremes
@@ -219,6 +272,7 @@ int main(int argc, char **argv)
 		       check_kernel(1, "dotprod"));
 	else
 		printf("neon integer kernels (vdotq_s32): not run, this CPU has no dot-product extension\n");
+	printf("neon K-quant kernels == portable: %d cases\n", check_k());
 	const pm_kernels *nk = pm_kernels_isa(PM_ISA_NEON);
 	CHECK(nk && nk != &pm_kernels_portable && strcmp(nk->name, "neon") == 0, "the neon float set");
 	if (nk)
@@ -228,6 +282,8 @@ int main(int argc, char **argv)
 	CHECK(pm_kernels_isa(PM_ISA_NEON) == NULL, "a non-AArch64 build has neon float kernels");
 	CHECK(!pm_cpu_has_neon_dot(), "a non-AArch64 build claims the dot-product extension");
 	CHECK(!pm_matmul_float_neon(PM_TYPE_F16), "a non-AArch64 build has a neon F16 tile");
+	CHECK(!pm_qmm_k_neon(PM_TYPE_Q4_K).fn && !pm_qmm_isa(PM_TYPE_Q4_K, PM_ISA_NEON).fn,
+	      "a non-AArch64 build has a neon K-quant kernel");
 	for (size_t t = 0; t < N_TYPES; t++) {
 		CHECK(pm_qmm_32_isa(types[t], PM_ISA_NEON).fn == NULL, "type %u: a neon kernel on x86", types[t]);
 		CHECK(pm_qmm_32_neon(types[t], 0).fn == NULL, "type %u: a neon kernel on x86", types[t]);
