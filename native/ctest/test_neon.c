@@ -17,13 +17,18 @@
  *     length mod 8, n = 1..9, splits, F32 rows at an odd address;
  *   - the K-quant kernels (qmm_k_neon.c) bitwise portable's for Q4_K,
  *     Q5_K and Q6_K, n = 1..9, splits;
+ *   - whole engines: every typed tiny model scores bitwise the same logits
+ *     with kernel neon as with portable, and auto picks neon;
  *   - the path's name and availability: "neon"; on x86 (or any non-AArch64
- *     build) pm_cpu_has_isa says no and every neon entry point is NULL.
+ *     build) pm_cpu_has_isa says no, every neon entry point is NULL and an
+ *     engine asked for neon fails, naming it.
  */
 #include "ctest.h"
 #include "actquant.h"
+#include "engine.h"
 #include "kernels.h"
 #include "matmul.h"
+#include "model.h"
 #include "mm_float_neon.h"
 #include "weights.h"
 
@@ -250,6 +255,68 @@ static int check_float(const pm_kernels *neon)
 		}
 	return cases;
 }
+/* score: the logits of 24 fixed tokens on the model at path with kernel
+ * (PM_KERNEL_*), into got (24 * vocab floats, vocab in *v); 0 on failure. */
+static float *score(const char *path, int32_t kernel, int *v, const char **name)
+{
+	pm_engine_config c;
+	pm_engine_config_default(&c);
+	c.kernel = kernel;
+	c.threads = 2;
+	c.prefill_chunk = 9;
+	pm_engine *e = NULL;
+	char err[512] = "";
+	int rc = pm_engine_open(path, &c, &e, err, sizeof err);
+	CHECK(rc == PM_OK && e, "open %s (kernel %d): %d %s", path, (int)kernel, rc, err);
+	if (!e)
+		return NULL;
+	const pm_model *m = NULL;
+	pm_engine_model(e, &m);
+	pm_engine_kernel_name(e, name);
+	*v = m->vocab;
+	int32_t tok[24];
+	for (int i = 0; i < 24; i++)
+		tok[i] = (int32_t)((i * 41 + 5) % 256);
+	float *out = malloc(sizeof(float) * 24 * (size_t)m->vocab);
+	rc = out ? pm_engine_score(e, tok, 24, out) : PM_ERR_ARG;
+	CHECK(rc == PM_OK, "%s score: %s", path, pm_engine_errmsg(e));
+	pm_engine_free(e);
+	if (rc != PM_OK)
+		free(out), out = NULL;
+	return out;
+}
+
+/* check_models: every typed tiny model (run.sh's PICOMETER_TYPED_MODELS)
+ * scores bitwise the same logits with kernel neon as with portable, and
+ * auto picks neon. Returns the models compared. */
+static int check_models(void)
+{
+	const char *dir = getenv("PICOMETER_TYPED_MODELS");
+	if (!dir || !*dir) {
+		CHECK(0, "PICOMETER_TYPED_MODELS is not set (run.sh and run-arm64.sh set it)");
+		return 0;
+	}
+	static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k_m", "q5_k_m", "q6_k"};
+	int done = 0;
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/tiny-k-%s.gguf", dir, types[t]);
+		int vp = 0, vn = 0;
+		const char *np = "?", *nn = "?", *na = "?";
+		float *p = score(path, PM_KERNEL_PORTABLE, &vp, &np), *q = score(path, PM_KERNEL_NEON, &vn, &nn);
+		float *a = score(path, PM_KERNEL_AUTO, &vn, &na);
+		CHECK(strcmp(np, "portable") == 0 && strcmp(nn, "neon") == 0 && strcmp(na, "neon") == 0,
+		      "%s: kernels %s, %s, auto %s", types[t], np, nn, na);
+		if (p && q && a) {
+			CHECK(memcmp(p, q, sizeof(float) * 24 * (size_t)vp) == 0, "%s: neon logits != portable",
+			      types[t]);
+			CHECK(memcmp(q, a, sizeof(float) * 24 * (size_t)vp) == 0, "%s: auto logits != neon", types[t]);
+			done++;
+		}
+		free(p), free(q), free(a);
+	}
+	return done;
+}
 #endif
 
 int main(int argc, char **argv)
@@ -277,6 +344,7 @@ int main(int argc, char **argv)
 	CHECK(nk && nk != &pm_kernels_portable && strcmp(nk->name, "neon") == 0, "the neon float set");
 	if (nk)
 		printf("neon float matmul and F32/F16/BF16 tiles == portable: %d cases\n", check_float(nk));
+	printf("engine logits, kernel neon == portable, bitwise: %d typed models\n", check_models());
 #else
 	CHECK(!pm_cpu_has_isa(PM_ISA_NEON), "a non-AArch64 build claims neon");
 	CHECK(pm_kernels_isa(PM_ISA_NEON) == NULL, "a non-AArch64 build has neon float kernels");
@@ -287,6 +355,20 @@ int main(int argc, char **argv)
 	for (size_t t = 0; t < N_TYPES; t++) {
 		CHECK(pm_qmm_32_isa(types[t], PM_ISA_NEON).fn == NULL, "type %u: a neon kernel on x86", types[t]);
 		CHECK(pm_qmm_32_neon(types[t], 0).fn == NULL, "type %u: a neon kernel on x86", types[t]);
+	}
+	CHECK(!pm_kernel_runs(PM_KERNEL_NEON), "pm_kernel_runs(neon) on a non-AArch64 build");
+	const char *tiny = getenv("PICOMETER_TINY_MODEL");
+	CHECK(tiny && *tiny, "PICOMETER_TINY_MODEL is not set (run.sh sets it)");
+	if (tiny && *tiny) {
+		pm_engine_config c;
+		pm_engine_config_default(&c);
+		c.kernel = PM_KERNEL_NEON;
+		pm_engine *e = NULL;
+		char err[512] = "";
+		int rc = pm_engine_open(tiny, &c, &e, err, sizeof err);
+		CHECK(rc == PM_ERR_ARG && !e && strstr(err, "kernel: \"neon\" requested but this CPU cannot run it"),
+		      "kernel neon on this build: rc %d, error %s", rc, err);
+		pm_engine_free(e);
 	}
 	printf("neon: not this build's path (not AArch64): checked it is refused\n");
 #endif
