@@ -160,9 +160,9 @@ type EngineConfig struct {
 	Threads int `toml:"threads"`
 	// Kernel is the instruction-set path of every kernel: "auto" (the
 	// most capable measured path the CPU runs: "avx512vnni", else
-	// "avx2", else "portable"), or one by name: "avx512vnni", "avxvnni",
-	// "avx2", "portable" (a path the CPU cannot run fails the start,
-	// naming it). The startup log and /debug/engine_metrics ("kernel")
+	// "avx2", else "portable"; "neon" on ARM64), or one by name:
+	// "avx512vnni", "avxvnni", "avx2", "neon", "portable" (a path the CPU
+	// cannot run fails the start, naming it). The startup log and /debug/engine_metrics ("kernel")
 	// say which runs. Default "auto".
 	Kernel string `toml:"kernel"`
 	// Context is the most tokens (prompt and output) a request may hold;

@@ -108,6 +108,19 @@ pm_qmm pm_qmm_k_isa(uint32_t type, int isa);
  * CPU cannot run it. For tests and benchmarks. */
 pm_qmm pm_qmm_32_x86(uint32_t type, int vnni);
 
+/* pm_qmm_32_neon returns one of qmm_32_neon.c's AArch64 kernels for type:
+ * dot 0 the baseline (vmull_s8) build, 1 the dot-product one (vdotq_s32),
+ * -1 the best this CPU runs (bitwise the same results, and the portable
+ * set's); fn NULL for other types, other targets, or dot 1 on a CPU
+ * without the extension. For tests; pm_qmm_32_isa(type, PM_ISA_NEON)
+ * picks. */
+pm_qmm pm_qmm_32_neon(uint32_t type, int dot);
+
+/* pm_qmm_k_neon returns qmm_k_neon.c's AArch64 kernel for Q4_K, Q5_K or
+ * Q6_K (bitwise the portable one's results); fn NULL for other types or
+ * off AArch64. pm_qmm_isa(type, PM_ISA_NEON) picks it (matmul.c). */
+pm_qmm pm_qmm_k_neon(uint32_t type);
+
 /*
  * pm_matmul_q quantizes the n rows of x (k = w->cols each, ldx floats
  * apart) into scratch (at least n * pm_act_row_bytes(q.block, k) bytes)

@@ -63,8 +63,8 @@ type Config struct {
 	// Kernel selects the instruction-set path of every kernel (float
 	// tiles, attention, integer products): "auto" (default: the fastest
 	// path measured end to end that the CPU runs: "avx512vnni", else
-	// "avx2", else "portable"), or one of Kernels by name; Open refuses a
-	// path the CPU cannot run, naming it.
+	// "avx2", else "portable"; on ARM64 "neon"), or one of Kernels by
+	// name; Open refuses a path the CPU cannot run, naming it.
 	Kernel string
 	// Context is the most tokens (prompt plus output) one request holds;
 	// the KV cache and the per-request buffers are sized by it, not by the
@@ -87,9 +87,11 @@ const DefaultContext = 4096
 
 // Kernels are the kernel paths Config.Kernel names, most capable first:
 // AVX-512 VNNI (512-bit vpdpbusd), AVX-VNNI (256-bit VEX vpdpbusd, no
-// AVX-512), AVX2+FMA (maddubs) and portable C. The x86 paths give bitwise
-// the same results; portable agrees closely.
-var Kernels = []string{"avx512vnni", "avxvnni", "avx2", "portable"}
+// AVX-512), AVX2+FMA (maddubs), NEON (AArch64 only: vmull_s8 or vdotq_s32
+// integer products, never measured for speed) and portable C. The x86
+// paths give bitwise the same results; NEON bitwise portable's; the two
+// groups agree closely.
+var Kernels = []string{"avx512vnni", "avxvnni", "avx2", "neon", "portable"}
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {

@@ -33,14 +33,17 @@
 #define PM_DEFAULT_CTX 4096 /* context when pm_engine_config.ctx is 0 and the model's is longer */
 
 /* Kernel choice (pm_engine_config.kernel): auto (the fastest measured
- * path this CPU runs: AVX-512 VNNI, else AVX2, else portable), or one
- * path by name, refused when the CPU cannot run it (kernels.h, PM_ISA_*). */
+ * path this CPU runs: AVX-512 VNNI, else AVX2, else portable; NEON on
+ * AArch64, where it is never measured but bitwise the portable set), or
+ * one path by name, refused when the CPU cannot run it (kernels.h,
+ * PM_ISA_*). */
 enum {
 	PM_KERNEL_AUTO = 0,
 	PM_KERNEL_AVX2 = 1,
 	PM_KERNEL_PORTABLE = 2,
 	PM_KERNEL_AVXVNNI = 3,
-	PM_KERNEL_AVX512VNNI = 4
+	PM_KERNEL_AVX512VNNI = 4,
+	PM_KERNEL_NEON = 5
 };
 
 /* Finish reasons (pm_request_stats.finish, pm_output.finish). */
@@ -220,7 +223,7 @@ int pm_engine_get_config(const pm_engine *e, pm_engine_config *c);
 int pm_kernel_runs(int32_t kernel);
 
 /* pm_engine_kernel_name points *name at the path the engine computes
- * with: "avx512vnni", "avxvnni", "avx2" or "portable". */
+ * with: "avx512vnni", "avxvnni", "avx2", "neon" or "portable". */
 int pm_engine_kernel_name(const pm_engine *e, const char **name);
 
 /*

@@ -377,6 +377,8 @@ int pm_kernel_runs(int32_t kernel)
 		return pm_cpu_has_isa(PM_ISA_AVXVNNI);
 	case PM_KERNEL_AVX512VNNI:
 		return pm_cpu_has_isa(PM_ISA_AVX512VNNI);
+	case PM_KERNEL_NEON:
+		return pm_cpu_has_isa(PM_ISA_NEON);
 	}
 	return 0;
 }

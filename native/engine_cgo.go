@@ -520,6 +520,8 @@ func kernelCode(name string) C.int32_t {
 		return C.PM_KERNEL_AVXVNNI
 	case "avx2":
 		return C.PM_KERNEL_AVX2
+	case "neon":
+		return C.PM_KERNEL_NEON
 	case "portable":
 		return C.PM_KERNEL_PORTABLE
 	}

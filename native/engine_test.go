@@ -1188,7 +1188,7 @@ func TestOpen(t *testing.T) {
 		{"not a model", "engine_test.go", nil, nil, "engine_test.go"},
 		{"b_max", path, func(c *Config) { c.BMax = 0 }, ErrArg, "native: b_max: 0 not in 1..64"},
 		{"spec_k", path, func(c *Config) { c.SpecK = 9 }, ErrArg, "native: spec_k: 9 not in 0..8"},
-		{"kernel", path, func(c *Config) { c.Kernel = "gpu" }, ErrArg, `native: kernel: "gpu" is not auto, avx512vnni, avxvnni, avx2 or portable`},
+		{"kernel", path, func(c *Config) { c.Kernel = "gpu" }, ErrArg, `native: kernel: "gpu" is not auto, avx512vnni, avxvnni, avx2, neon or portable`},
 		{"max_waiting beyond int32", path, func(c *Config) { c.MaxWaiting = 1 << 40 }, ErrArg, "native: max_waiting: 1099511627776 not in 0..16777216"},
 		{"max_waiting beyond the engine", path, func(c *Config) { c.MaxWaiting = 1 << 25 }, ErrArg, "native: max_waiting: 33554432 not in 0..16777216"},
 		{"step_ring", path, func(c *Config) { c.StepRing = 1 << 30 }, ErrArg, "native: step_ring: 1073741824 not in 1..16777216"},

@@ -3,6 +3,7 @@
  * batch-invariance rule both sets keep).
  */
 #include "kernels.h"
+#include "mm_float_neon.h"
 
 #include <math.h>
 #include <string.h>
@@ -578,7 +579,7 @@ const pm_kernels *pm_kernels_isa(int isa)
 	}
 }
 
-#else /* not x86-64 GCC/Clang: portable only */
+#else /* not x86-64 GCC/Clang: portable, and NEON on AArch64 */
 
 int pm_cpu_has_avx2(void)
 {
@@ -603,11 +604,30 @@ pm_attend_fn pm_attend_avx2(int regs)
 
 int pm_cpu_has_isa(int isa)
 {
+#if defined(__aarch64__) && defined(__GNUC__)
+	if (isa == PM_ISA_NEON)
+		return 1; /* Advanced SIMD is baseline on AArch64 */
+#endif
 	return isa == PM_ISA_PORTABLE;
 }
 
+#if defined(__aarch64__) && defined(__GNUC__)
+/* the NEON set: its matmul (mm_float_neon.c), portable's other kernels */
+static const pm_kernels kernels_neon = {
+	.name = "neon",
+	.matmul = pm_matmul_neon,
+	.rmsnorm = rmsnorm_portable,
+	.swiglu = swiglu_portable,
+	.attend = attend_portable,
+};
+#endif
+
 const pm_kernels *pm_kernels_isa(int isa)
 {
+#if defined(__aarch64__) && defined(__GNUC__)
+	if (isa == PM_ISA_NEON)
+		return &kernels_neon;
+#endif
 	return isa == PM_ISA_PORTABLE ? &pm_kernels_portable : NULL;
 }
 
@@ -615,6 +635,6 @@ const pm_kernels *pm_kernels_isa(int isa)
 
 const char *pm_isa_name(int isa)
 {
-	static const char *const names[PM_ISA_COUNT] = {"portable", "avx2", "avxvnni", "avx512vnni"};
+	static const char *const names[PM_ISA_COUNT] = {"portable", "avx2", "avxvnni", "avx512vnni", "neon"};
 	return isa >= 0 && isa < PM_ISA_COUNT ? names[isa] : "?";
 }

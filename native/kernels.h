@@ -1,6 +1,7 @@
 /*
  * kernels.h: the engine's numeric kernels, in two sets chosen at run time:
- * AVX2+FMA (when the CPU has them) and portable C.
+ * AVX2+FMA (when the CPU has them) and portable C (AArch64's NEON set,
+ * PM_ISA_NEON below, is portable's with a NEON matmul: the same bits).
  *
  * Batch invariance: every kernel computes a row's result with an operation
  * sequence that depends only on that row's data and the shapes (k, hd, n),
@@ -48,8 +49,8 @@ typedef void (*pm_attend_fn)(float *out, const float *q, size_t ldq, int nr, int
 			     const pm_attend_next *next);
 
 typedef struct {
-	const char *name; /* "avx2" or "portable" */
-	int regs;         /* vector registers the float tiles are compiled for: 16, 32; 0 portable */
+	const char *name; /* "avx2", "neon" or "portable" */
+	int regs;         /* vector registers the float tiles are compiled for: 16, 32; 0 portable, neon */
 
 	/*
 	 * matmul: out[r*ldo + m] = sum_i x[r*k + i] * w[m*k + i] for rows r < n
@@ -90,9 +91,25 @@ pm_attend_fn pm_attend_avx2(int regs);
  * in the same order, so they give bitwise the same results; portable
  * agrees closely.
  */
-enum { PM_ISA_PORTABLE = 0, PM_ISA_AVX2 = 1, PM_ISA_AVXVNNI = 2, PM_ISA_AVX512VNNI = 3, PM_ISA_COUNT = 4 };
+/*
+ * PM_ISA_NEON is AArch64's path (Advanced SIMD is baseline there; only an
+ * ARM64 build has it): the 32-block integer products of qmm_32_neon.c
+ * (vmull_s8, or vdotq_s32 where the CPU has the dot-product extension),
+ * the K-quant ones of qmm_k_neon.c, the F32/F16/BF16 products of
+ * mm_float_neon.c, and the portable set's norms and attention. Unlike the
+ * x86 paths it gives bitwise the PORTABLE set's results (same float
+ * operations in the same order, none fused).
+ */
+enum {
+	PM_ISA_PORTABLE = 0,
+	PM_ISA_AVX2 = 1,
+	PM_ISA_AVXVNNI = 2,
+	PM_ISA_AVX512VNNI = 3,
+	PM_ISA_NEON = 4,
+	PM_ISA_COUNT = 5
+};
 
-/* pm_isa_name returns "portable", "avx2", "avxvnni" or "avx512vnni" ("?" otherwise). */
+/* pm_isa_name returns "portable", "avx2", "avxvnni", "avx512vnni" or "neon" ("?" otherwise). */
 const char *pm_isa_name(int isa);
 
 /* pm_cpu_has_isa reports whether this build and CPU run path isa. */
@@ -101,6 +118,11 @@ int pm_cpu_has_isa(int isa);
 /* pm_kernels_isa returns path isa's float kernel set (pm_kernels_portable
  * for PM_ISA_PORTABLE), NULL when this build or CPU cannot run it. */
 const pm_kernels *pm_kernels_isa(int isa);
+
+/* pm_cpu_has_neon_dot reports whether this build is AArch64 and the CPU
+ * has the dot-product extension (HWCAP_ASIMDDP): qmm_32_neon.c's vdotq_s32
+ * kernels. 0 elsewhere. */
+int pm_cpu_has_neon_dot(void);
 
 /* pm_cpu_has_avx2 reports whether the CPU runs the AVX2+FMA kernels. */
 int pm_cpu_has_avx2(void);

@@ -2,7 +2,8 @@
  * matmul.c: the typed matrix product. For a weight's type it picks the
  * kernel that computes it: the row dequantizer (pm_dequant, declared in
  * weights.h beside the types), the AVX2 batch-1 matvec (matvec.c), the
- * AVX2 float tile product (mm_float.c) or the dequantize-a-tile path on
+ * AVX2 float tile product (mm_float.c), the NEON one (mm_float_neon.c) or
+ * the dequantize-a-tile path on
  * kernels.h's matmul; and the integer kernel of a type (pm_qmm_for:
  * qmm_32.c's or qmm_k.c's). It stands above the kernels and the types it
  * dispatches to; none of them calls back into it.
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #include "matmul.h"
+#include "mm_float_neon.h"
 
 /* How far ahead (rows: two 4-row tiles) the dequantizing path prefetches
  * the weight stream; the next tile is too close to arrive in time. */
@@ -58,6 +60,8 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 	}
 	if (k != &pm_kernels_portable) {
 		pm_tile_fn tf = pm_matmul_float_avx2(w->type, k->regs);
+		if (!tf && k->regs == 0) /* the NEON set (AArch64): NULL elsewhere */
+			tf = pm_matmul_float_neon(w->type);
 		if (tf) {
 			tf(out, ldo, x, w, n, m0, m1);
 			return;
@@ -97,5 +101,8 @@ pm_qmm pm_qmm_isa(uint32_t type, int isa)
 	pm_qmm q = pm_qmm_32_isa(type, isa);
 	if (q.fn)
 		return q;
+	/* the NEON path's K-quant kernels are qmm_k_neon.c's */
+	if (isa == PM_ISA_NEON)
+		return pm_cpu_has_isa(isa) ? pm_qmm_k_neon(type) : (pm_qmm){0, 0};
 	return pm_qmm_k_isa(type, isa);
 }

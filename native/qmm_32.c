@@ -23,6 +23,8 @@
  *     fused multiply-adds per block: the scale term, and the min term with
  *     m_w, or -offset * d_w (the offset taken off in float).
  * The two sets agree closely, not bitwise (FMA rounds once; the offset).
+ * AArch64's NEON kernels (qmm_32_neon.c, PM_ISA_NEON) keep the portable
+ * set's float steps, so they give its bits.
  *
  * Speed: decode (n == 1) on AVX2 runs 8 weight rows at a time,
  * interleaved into the lanes of 256-bit registers (qmv_32_avx2.c); the
@@ -222,6 +224,8 @@ pm_qmm pm_qmm_32_isa(uint32_t type, int isa)
 		return pm_qmm_32_x86(type, 2);
 	case PM_ISA_AVX512VNNI:
 		return pm_qmm_32_x86(type, 1);
+	case PM_ISA_NEON:
+		return pm_cpu_has_isa(isa) ? pm_qmm_32_neon(type, -1) : (pm_qmm){0, 0};
 	}
 	return (pm_qmm){0, 0};
 }

@@ -745,7 +745,7 @@ static void test_errors(const test_model *t)
 		{"spec_k 9", {.spec_k = 9}, PM_ERR_ARG, "spec_k: 9 not in 0..8"},
 		{"chunk 0", {.prefill_chunk = 0}, PM_ERR_ARG, "prefill_chunk: 0 < 1"},
 		{"threads 65", {.threads = 65}, PM_ERR_ARG, "threads: 65 not in 1..64"},
-		{"kernel 7", {.kernel = 7}, PM_ERR_ARG, "kernel: 7 is not auto, avx512vnni, avxvnni, avx2 or portable"},
+		{"kernel 7", {.kernel = 7}, PM_ERR_ARG, "kernel: 7 is not auto, avx512vnni, avxvnni, avx2, neon or portable"},
 		{"kv_blocks 3", {.kv_blocks = 3}, PM_ERR_ARG,
 		 "kv_blocks: 3 is fewer than the 8 blocks one request needs to reach the context "
 		 "limit (128 tokens, block_size 16)"},

@@ -20,8 +20,9 @@
 # thread) or BW_2 (two), bytes/s. Unset, each is measured here first
 # (pmbench -mode bw: a 512 MiB buffer read by 1 or 2 threads, best of 5)
 # and printed; on a shared machine set them from a quiet moment.
-# PM_KERNEL picks picometer's kernel path (pmbench -kernel; default auto,
-# e.g. avx2 to force the AVX2 path on an AVX-512 machine). Both engines time warm runs: llama-bench
+# PM_KERNEL picks picometer's kernel path (pmbench -kernel: auto,
+# avx512vnni, avxvnni, avx2, neon or portable; default auto, e.g. avx2 to
+# force the AVX2 path on an AVX-512 machine, neon only on ARM64). Both engines time warm runs: llama-bench
 # runs one untimed prompt (and one token) before its repetition, pmbench
 # one untimed prefill before pp and the prompts and first step before tg.
 # A run that gives no number (llama-batched-bench has come back without

@@ -51,7 +51,7 @@ func run(args []string, root fs.FS, stdout, stderr io.Writer) int {
 		specNgram  = fl.Int("spec-ngram-min", def.Engine.SpecNgramMin, "shortest n-gram match `n` (1..8) that proposes a speculative draft; overrides engine.spec_ngram_min")
 		chatTmpl   = fl.String("chat-template", def.ChatTemplate, "Jinja chat template `file` replacing the model file's tokenizer.chat_template; overrides chat_template")
 		backend    = fl.String("backend", def.Engine.Backend, "engine `name`: native (the C engine) or iree (only in a binary built with -tags iree; docs/IREE.md); overrides engine.backend")
-		kernel     = fl.String("kernel", def.Engine.Kernel, "kernel `path`: auto, avx512vnni, avxvnni, avx2 or portable (one the CPU runs); overrides engine.kernel")
+		kernel     = fl.String("kernel", def.Engine.Kernel, "kernel `path`: auto, avx512vnni, avxvnni, avx2, neon or portable (one the CPU runs); overrides engine.kernel")
 		ctxLen     = fl.Int("context", def.Engine.Context, "`tokens` a request may hold (prompt and output), sizing the KV cache; 0 for the model's context_length, at most 4096; overrides engine.context")
 		// Its default is not shown: it depends on the machine (--check-config prints it).
 		threads = fl.Int("threads", 0, "`n` compute threads (default: the CPUs this process may use, or its cgroup CPU quota when lower, at most 64; --check-config shows it); overrides engine.threads")

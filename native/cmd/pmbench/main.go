@@ -8,7 +8,7 @@
 //	pmbench -mode bw -threads 2                            # read bandwidth, bytes/s (a 512 MiB buffer, best of 5 passes)
 //	pmbench -model M -mode tg -kernel avx2 -bw 21.3e9      # ... and on stderr: the kernel path, weights read per token, share of 21.3 GB/s
 //
-// -kernel picks the kernel path (auto, avx512vnni, avxvnni, avx2,
+// -kernel picks the kernel path (auto, avx512vnni, avxvnni, avx2, neon,
 // portable: native.Kernels; one the CPU cannot run is refused by name).
 // It prints one number (tokens/s, or bytes for rss and bw) on stdout.
 // With -v or -bw, tg and pp also print on stderr the kernel path in use
@@ -41,7 +41,7 @@ func main() {
 	mode := flag.String("mode", "tg", "tg (decode), pp (prefill) or rss")
 	batch := flag.Int("batch", 1, "tg: requests decoding at once")
 	n := flag.Int("n", 128, "tg: decode steps timed; pp: prompt tokens")
-	kernel := flag.String("kernel", "auto", "kernel path: auto, avx512vnni, avxvnni, avx2 or portable")
+	kernel := flag.String("kernel", "auto", "kernel path: auto, avx512vnni, avxvnni, avx2, neon or portable")
 	bw := flag.Float64("bw", 0, "tg: the measured read bandwidth (bytes/s, from -mode bw) to report each decode step's share of on stderr")
 	verbose := flag.Bool("v", false, "print the kernel path and (tg) the weights read per token on stderr")
 	flag.Parse()
