@@ -27,6 +27,17 @@
  * machine): ~72 for the 3x4 tile with L1-sized x blocks against ~55-65
  * for the 4x2 one with L2-sized blocks, and ~40 for a 2x6 tile (its x
  * reloads per FMA double).
+ *
+ * What else was measured on Zen 3 (F16, 256 rows, the default model's
+ * four shapes, kernel alone, alternating, best and median of 41; one FMA
+ * loop without loads runs ~93 GFLOP/s there): the 3x4 tile's best runs
+ * are ~74, limited by its 7 loads and 3 conversions per 12 FMAs (a loop
+ * of the same FMAs with 4 loads runs at peak). Widening each weight tile
+ * once per x block into an F32 stack buffer (no conversion in the passes)
+ * was slower (best ~65: the buffer and the x block overflow L1), 2x6 with
+ * L1-sized blocks too (best ~61), x blocks of 16, 64 or 128 KiB no
+ * better than 32. Four chunks a step (tile_) left the best runs the same
+ * and made the median under load ~0.85x the time.
  */
 #include <string.h>
 

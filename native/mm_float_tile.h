@@ -53,7 +53,11 @@ MMF_INLINE __m256 MMF(ld_tail_)(int ty, const uint8_t *row, int i, int k)
  * bytes apart), r < R, j < W (2, 3 or 4). Each widened weight vector feeds R
  * FMAs. While it runs it prefetches into L2 the W * rb bytes at pf (a
  * later tile; NULL: none), one share per chunk, so the weight stream never
- * waits on DRAM at a tile boundary.
+ * waits on DRAM at a tile boundary. The chunks go four a step (32
+ * elements): the step's share is whole lines, prefetched without the
+ * per-chunk line test, and the loop's scalar work (index, test, prefetch
+ * address) is paid once per 48 FMAs instead of per 12. The chunks' order
+ * per accumulator is the same, so the same bits.
  */
 MMF_INLINE void MMF(tile_)(const int W, const int R, const int ty, float *out, size_t ldo,
 			   const float *x, int k, const uint8_t *w0, size_t rb, const char *pf)
@@ -67,16 +71,35 @@ MMF_INLINE void MMF(tile_)(const int W, const int R, const int ty, float *out, s
 #pragma GCC unroll 4
 		for (int j = 0; j < W; j++)
 			a[r][j] = _mm256_setzero_ps();
-	int kv = k & ~7;
-	for (int i = 0; i < kv; i += 8) {
+	int kv = k & ~7, k32 = k & ~31, i = 0;
+	/* Four chunks a step; the later tile's share of a step is 4 * 8 * W
+	 * elements, whole lines for every W and esz: W lines (F16) or 2W
+	 * (F32), prefetched at the step's start without a test per chunk. */
+	for (; i < k32; i += 32) {
 		if (pf) {
-			size_t b = (size_t)(i / 8) * share, e = b + share - 1;
-			if (share >= 64) /* one prefetch per 64 bytes */
-				for (int o = 0; o < share; o += 64)
-					_mm_prefetch(pf + b + o, _MM_HINT_T1);
-			else if (b == 0 || (e >> 6) != ((b - 1) >> 6)) /* a new line */
-				_mm_prefetch(pf + e, _MM_HINT_T1);
+			const char *p = pf + (size_t)(i / 8) * share;
+#pragma GCC unroll 8
+			for (int o = 0; o < 4 * share; o += 64)
+				_mm_prefetch(p + o, _MM_HINT_T1);
 		}
+#pragma GCC unroll 4
+		for (int c = 0; c < 32; c += 8) {
+#pragma GCC unroll 4
+			for (int j = 0; j < W; j++)
+				v[j] = MMF(ld_)(ty, wr[j], i + c);
+#pragma GCC unroll 8
+			for (int r = 0; r < R; r++) {
+				__m256 u = _mm256_loadu_ps(x + (size_t)r * k + i + c);
+#pragma GCC unroll 4
+				for (int j = 0; j < W; j++)
+					a[r][j] = _mm256_fmadd_ps(u, v[j], a[r][j]);
+			}
+		}
+	}
+	if (pf && i < kv)
+		for (int o = (i / 8) * share; o < W * (int)rb; o += 64)
+			_mm_prefetch(pf + o, _MM_HINT_T1);
+	for (; i < kv; i += 8) {
 #pragma GCC unroll 4
 		for (int j = 0; j < W; j++)
 			v[j] = MMF(ld_)(ty, wr[j], i);

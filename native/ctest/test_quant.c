@@ -178,14 +178,18 @@ static void test_matmul_w(const pm_kernels *k)
  * widened rows, bitwise: every batch size 1..11 (every pass shape and
  * remainder), splits of the weight rows at 4 and 8 and at 3 and 10 (ranges
  * ending 1, 2 or 3 rows past a whole tile; a range writes only its rows),
- * a row count that leaves a partial tile, k with and without a tail chunk, and a batch
+ * a row count that leaves a partial tile, k with and without a tail chunk
+ * and with and without chunks past the last 4-chunk step, and a batch
  * larger than one block of x rows.
  */
 static void test_float_tiles(const pm_kernels *k)
 {
 	enum { M = 13, KMAX = 2048, NMAX = 70 };
 	static const uint32_t types[] = {PM_TYPE_F32, PM_TYPE_F16, PM_TYPE_BF16};
-	static const int ks[] = {512, 100, 37, KMAX};
+	/* k: whole 4-chunk steps only (512, KMAX), steps then a tail (100,
+	 * 37), steps then single chunks (56) and a tail (118), single
+	 * chunks and a tail without a step (20) */
+	static const int ks[] = {512, 100, 37, 56, 118, 20, KMAX};
 	static uint8_t wb[M * KMAX * 4];
 	static float x[NMAX * KMAX], wf[M * KMAX], ref[NMAX * M], out[NMAX * M];
 	for (int i = 0; i < NMAX * KMAX; i++)
