@@ -34,7 +34,14 @@
  * stack buffer in L1 (4 KiB, Q8_0 8 KiB with its signs) and shared by
  * every activation row of the chunk, 4 rows at a time so the integer sums
  * and float accumulators stay in registers; the next tile's rows are
- * prefetched block by block.
+ * prefetched block by block. The 4-bit types take y and z in two passes
+ * (rows4, zrows), so 4 rows' sums and y fit the 16 ymm registers; their
+ * row arrays have constant bounds and their int16 sums are pinned as
+ * chains (see rows4), or gcc keeps them in memory. Tried and not kept
+ * (kernel alone, default shapes, no faster in alternating runs): 5 or 6
+ * rows a pass, a 16-row tile (two interleaved halves per broadcast),
+ * vbroadcasti128 + vpshufd instead of a 32-bit broadcast per group, z
+ * back in the y pass.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
