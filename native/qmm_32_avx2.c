@@ -34,7 +34,14 @@
  * stack buffer in L1 (4 KiB, Q8_0 8 KiB with its signs) and shared by
  * every activation row of the chunk, 4 rows at a time so the integer sums
  * and float accumulators stay in registers; the next tile's rows are
- * prefetched block by block.
+ * prefetched block by block. The 4-bit types take y and z in two passes
+ * (rows4, zrows), so 4 rows' sums and y fit the 16 ymm registers; their
+ * row arrays have constant bounds and their int16 sums are pinned as
+ * chains (see rows4), or gcc keeps them in memory. Tried and not kept
+ * (kernel alone, default shapes, no faster in alternating runs): 5 or 6
+ * rows a pass, a 16-row tile (two interleaved halves per broadcast),
+ * vbroadcasti128 + vpshufd instead of a 32-bit broadcast per group, z
+ * back in the y pass.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -150,6 +157,13 @@ A2_INLINE __m256i xsum128(const int8_t *q)
 	return _mm256_slli_epi32(t, 7);
 }
 
+/* constant array bounds: an array sized by R is a variable-length array
+ * to C even where R is a constant after inlining, and gcc then kept it on
+ * the stack, re-aligned every block (the 4-bit types' rows4, and the
+ * 5-bit types' int16 sums in rows: 1.2-1.4x on Q5_0 alone). rows' other
+ * arrays stay [R]: with constant bounds Q8_0 measured 7 % slower. */
+enum { RMAX = 4, R4MAX = 4, ZMAX = 8 };
+
 /* rows: R activation rows (xs bytes apart, blocks k0 ..) against the
  * chunk's kn interleaved blocks, their accumulators y, z updated in block
  * order; S per row and weight lane exact (see the top) */
@@ -206,7 +220,7 @@ A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256
 			A2_UNROLL for (int r = 0; r < R; r++)
 				s[r] = _mm256_setzero_si256();
 			A2_UNROLL for (int h = 0; h < 8; h += H) {
-				__m256i s16[R];
+				__m256i s16[RMAX]; /* not [R]: see above */
 				A2_UNROLL for (int r = 0; r < R; r++)
 					s16[r] = _mm256_setzero_si256();
 				A2_UNROLL for (int j = h; j < h + H; j++) {
@@ -214,6 +228,7 @@ A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256
 					A2_UNROLL for (int r = 0; r < R; r++) {
 						__m256i x = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
 						s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(gj, x));
+						__asm__("" : "+x"(s16[r])); /* a chain (rows4) */
 					}
 				}
 				A2_UNROLL for (int r = 0; r < R; r++)
@@ -228,6 +243,61 @@ A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256
 	}
 	A2_UNROLL for (int r = 0; r < R; r++)
 		y[r] = yr[r], z[r] = zr[r];
+}
+
+/* rows4: the 4-bit types' y steps of R activation rows against the
+ * chunk's kn interleaved blocks (z has its own pass, zrows: with both in
+ * the loop, 4 rows' s, y and z and the operands did not fit in 16 ymm
+ * registers and gcc kept y and z in memory and spilled the int16 sums).
+ * Per block and row: the 8 groups' int16 sums, one vpmaddwd; y's float
+ * step in block order as the decode path's. */
+A2_INLINE void rows4(const int R, __m256 *y, const __m256i g[KB][8], const __m256 *dw, const char *xq, size_t xs,
+		     int k0, int kn)
+{
+	__m256 yr[R4MAX];
+	A2_UNROLL for (int r = 0; r < R; r++)
+		yr[r] = y[r];
+	const __m256i ones = _mm256_set1_epi16(1);
+	for (int b = 0; b < kn; b++) {
+		const pm_act32 *a[R4MAX];
+		__m256i s[R4MAX];
+		A2_UNROLL for (int r = 0; r < R; r++)
+			a[r] = (const pm_act32 *)(xq + (size_t)r * xs) + k0 + b;
+		A2_UNROLL for (int r = 0; r < R; r++)
+			s[r] = _mm256_setzero_si256();
+		A2_UNROLL for (int j = 0; j < 8; j++) {
+			__m256i gj = _mm256_load_si256(&g[b][j]);
+			A2_UNROLL for (int r = 0; r < R; r++) {
+				__m256i x = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
+				s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(gj, x));
+				/* the sum stays a chain in a register: gcc
+				 * otherwise reassociates it into a tree of all
+				 * 8R products and spills them */
+				__asm__("" : "+x"(s[r]));
+			}
+		}
+		A2_UNROLL for (int r = 0; r < R; r++) {
+			__m256 si = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[r], ones));
+			yr[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[b], _mm256_set1_ps(a[r]->d)), si, yr[r]);
+		}
+	}
+	A2_UNROLL for (int r = 0; r < R; r++)
+		y[r] = yr[r];
+}
+
+/* zrows: the min terms z of R activation rows over the chunk's kn blocks,
+ * z = fmadd(m', s_x, z) in block order, as the decode path's */
+A2_INLINE void zrows(const int R, __m256 *z, const __m256 *mw, const char *xq, size_t xs, int k0, int kn)
+{
+	__m256 zr[ZMAX];
+	A2_UNROLL for (int r = 0; r < R; r++)
+		zr[r] = z[r];
+	for (int b = 0; b < kn; b++)
+		A2_UNROLL for (int r = 0; r < R; r++)
+			zr[r] = _mm256_fmadd_ps(mw[b], _mm256_set1_ps(((const pm_act32 *)(xq + (size_t)r * xs))[k0 + b].s),
+						zr[r]);
+	A2_UNROLL for (int r = 0; r < R; r++)
+		z[r] = zr[r];
 }
 
 /* tile8: outputs of weight rows w .. w + nw - 1 (nw <= 8, rb bytes apart;
@@ -254,6 +324,22 @@ A2_INLINE void tile8(const int T, float *out, size_t ldo, const uint8_t *w, size
 			for (int o = 0; o < WT * BB; o += 64)
 				_mm_prefetch(nx + WT * off + o, _MM_HINT_T0);
 			wblock(T, g[b], sg[T == Q8_0 ? b : 0], &dw[b], &mw[b], wr, off);
+		}
+		if (T == Q4_0 || T == Q4_1) {
+			int r = 0;
+			for (; r + 4 <= n; r += 4)
+				rows4(4, y + r, g, dw, xq + (size_t)r * xs, xs, k0, kn);
+			if (r + 2 <= n) {
+				rows4(2, y + r, g, dw, xq + (size_t)r * xs, xs, k0, kn);
+				r += 2;
+			}
+			if (r < n)
+				rows4(1, y + r, g, dw, xq + (size_t)r * xs, xs, k0, kn);
+			for (r = 0; r + 8 <= n; r += 8)
+				zrows(8, z + r, mw, xq + (size_t)r * xs, xs, k0, kn);
+			for (; r < n; r++)
+				zrows(1, z + r, mw, xq + (size_t)r * xs, xs, k0, kn);
+			continue;
 		}
 		/* Q8_0 takes 3 rows at a time (4 measured no faster: its
 		 * rows keep y, z and two int32 chains each) */

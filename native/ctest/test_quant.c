@@ -528,8 +528,9 @@ static int test_qmm_decode(void)
  * Q4_1, Q5_0, Q5_1, Q8_0) over the shapes test_qmm's misses: a short 8-row weight tile, k
  * not a multiple of the 16-block chunk, and more than 64 activation rows
  * (4-, 2- and 1-row groups): every row of the batch bitwise the row alone
- * (the decode path), and a split inside a tile bitwise the whole. Returns
- * the cases checked. */
+ * (the decode path), a split inside a tile bitwise the whole, and batches
+ * of 2 to 13 rows (the other row groups) bitwise the big batch's first
+ * rows. Returns the cases checked. */
 static int test_qmm_avx2_tiles(void)
 {
 	enum { M = 21, K = 32 * 37, N = 71 };
@@ -551,6 +552,17 @@ static int test_qmm_avx2_tiles(void)
 		pm_matmul_q(q, part, M, x, K, &w, N, 3, 17, scratch);
 		pm_matmul_q(q, part, M, x, K, &w, N, 17, M, scratch);
 		CHECK(memcmp(part, out, sizeof out) == 0, "avx2 tiles type %u: a split changed a result", types[t]);
+		/* smaller batches take other row groups (the 4-bit types: 4,
+		 * 2 and 1 rows for y, 8 and 1 for z): their rows are the big
+		 * batch's first rows */
+		static const int few[] = {2, 3, 5, 7, 10, 13};
+		for (size_t f = 0; f < sizeof few / sizeof *few; f++) {
+			pm_matmul_q(q, part, M, x, K, &w, few[f], 0, M, scratch);
+			CHECK(memcmp(part, out, sizeof(float) * (size_t)(few[f] * M)) == 0,
+			      "avx2 tiles type %u: a batch of %d != the first rows of a batch of %d", types[t],
+			      few[f], N);
+			cases++;
+		}
 		for (int r = 0; r < N; r++) {
 			pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
 			CHECK(memcmp(one, out + (size_t)r * M, sizeof one) == 0,
