@@ -150,10 +150,6 @@ static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, cons
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_QMM_X86 1
-#define QMM_TARGET "avx2,fma,f16c"
-#define QMM_VNNI 0
-#define QMM_FN qmm_32_avx2
-#include "qmm_32_x86.h"
 
 #include "qmm_32_avx2.h"
 #include "qmv_32_avx2.h"
@@ -161,10 +157,11 @@ static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, cons
 /* qmm_32_avx2_fn: the AVX2 kernels, every type's decode run by
  * qmv_32_avx2.c's 8-row interleaved tiles and its batches by
  * qmm_32_avx2.c's (bitwise the same outputs as qmm_32_x86.h's 4-row
- * tiles, without their horizontal sums) */
+ * tiles, which the AVX-VNNI build still runs, without their horizontal
+ * sums) */
 #define A2_KERNEL(name, decodefn, batchfn)                                                                       \
-	static QMM_ATTR void name##_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w,   \
-				       int n, int m0, int m1)                                                  \
+	static void name##_a2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,    \
+			      int m0, int m1)                                                                  \
 	{                                                                                                      \
 		if (n == 1)                                                                                    \
 			decodefn(out, xq, w, m0, m1);                                                          \
@@ -192,7 +189,7 @@ static pm_qmm_fn qmm_32_avx2_fn(uint32_t type)
 	case PM_TYPE_Q8_0:
 		return qmm_q8_0_a2;
 	}
-	return qmm_32_avx2(type);
+	return NULL;
 }
 
 pm_qmm_fn qmm_32_vnni(uint32_t type);    /* qmm_32_vnni.c */

@@ -1,11 +1,14 @@
 /*
  * qmm_32_x86.h: the x86 kernels of qmm_32.c, written once and built twice:
- * by qmm_32.c for AVX2 (QMM_VNNI 0) and by qmm_32_vnni.c for AVX-512 VNNI
- * (QMM_VNNI 1: 256-bit registers for decode, 512-bit lanes for the batch
- * path's 16-row tiles). Only the integer step differs
- * (maddubs + madd, or one vpdpbusd); its lanes are exact integers either
- * way and every float operation is the same, so the two builds give
- * bitwise the same results (test_quant.c checks it). The includer defines
+ * by qmm_32_avxvnni.c for AVX-VNNI (QMM_VNNI 0, QMM_AVXVNNI 1) and by
+ * qmm_32_vnni.c for AVX-512 VNNI (QMM_VNNI 1: 256-bit registers for
+ * decode, 512-bit lanes for the batch path's 16-row tiles). Plain AVX2
+ * runs its own interleaved tiles instead (qmv_32_avx2.c for decode,
+ * qmm_32_avx2.c for batches), which took the place of this header's AVX2
+ * build. Only the integer step differs (maddubs + madd, or one vpdpbusd);
+ * its lanes are exact integers either way and every float operation is
+ * the same, so every build gives bitwise the same results (test_quant.c
+ * checks it). The includer defines
  * QMM_TARGET (the target attribute string), QMM_VNNI and QMM_FN (the name
  * of the function returning a type's kernel), and may define QMM_AVXVNNI 1
  * (with QMM_VNNI 0: qmm_32_avxvnni.c): the AVX2 build's tiles with the
