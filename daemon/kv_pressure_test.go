@@ -60,7 +60,7 @@ func TestKVPressure(t *testing.T) {
 	})
 	type result struct {
 		round, prompt int
-		again         bool // the round's last prompt sent again alone
+		solo          int // 0: in the wave; 1, 2: the round's last prompt sent again alone, twice
 		tokens        []int32
 		finish        string
 		cached, ptoks int
@@ -75,7 +75,7 @@ func TestKVPressure(t *testing.T) {
 		errs = append(errs, fmt.Sprintf(format, a...))
 		mu.Unlock()
 	}
-	send := func(round, i int, again bool) {
+	send := func(round, i int, solo int) {
 		resp, err := testClient.Post(ts.url+"/v1/completions", "application/json",
 			strings.NewReader(greedy(prompts[i], maxTokens, "")))
 		if err != nil {
@@ -95,7 +95,7 @@ func TestKVPressure(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		results = append(results, result{round, i, again, c.Choices[0].TokenIDs, c.finish(),
+		results = append(results, result{round, i, solo, c.Choices[0].TokenIDs, c.finish(),
 			*c.Usage.Details.CachedTokens, c.Usage.PromptTokens})
 		mu.Unlock()
 	}
@@ -140,16 +140,18 @@ func TestKVPressure(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range jobs {
-					send(round, i, false)
+					send(round, i, 0)
 				}
 			}()
 		}
 		wg.Wait()
-		// The prompt answered last, sent again alone, finds all its full
-		// blocks cached: nothing has allocated since it finished but
-		// requests that finished in the same step or the next (the
-		// client may see their answers in either order), whose few new
-		// blocks evicted older idle ones first.
+		// The prompt answered last, sent again alone twice: the second
+		// time it finds all its full blocks cached, since nothing else
+		// allocated after the first. (The first may find fewer: the
+		// client sees answers in any order, so a request that finished
+		// after it in the engine, or a preempted one resuming with a
+		// whole prompt to recompute, may have evicted its blocks; under
+		// CI's load that happened, 32 of 96 tokens found.)
 		mu.Lock()
 		last := -1
 		if len(results) > 0 {
@@ -157,7 +159,8 @@ func TestKVPressure(t *testing.T) {
 		}
 		mu.Unlock()
 		if last >= 0 {
-			send(round, last, true)
+			send(round, last, 1)
+			send(round, last, 2)
 		}
 	}
 	close(stopPoll)
@@ -168,8 +171,8 @@ func TestKVPressure(t *testing.T) {
 	if polls == 0 || overTotal != "" {
 		t.Errorf("%d engine snapshots polled during the waves; over the cache: %q", polls, overTotal)
 	}
-	if len(results) != rounds*(nPrompts+1) {
-		t.Fatalf("%d of %d requests answered", len(results), rounds*(nPrompts+1))
+	if len(results) != rounds*(nPrompts+2) {
+		t.Fatalf("%d of %d requests answered", len(results), rounds*(nPrompts+2))
 	}
 
 	var m schema.EngineBody
@@ -237,11 +240,11 @@ func TestKVPressure(t *testing.T) {
 		if r.cached > stemTokens {
 			fullHits++
 		}
-		if r.again && r.cached != full {
-			t.Errorf("round %d: prompt %d, answered last, then again alone: %d of %d prompt tokens cached, want %d",
+		if r.solo == 2 && r.cached != full {
+			t.Errorf("round %d: prompt %d, answered last, then alone twice: the second time %d of %d prompt tokens cached, want %d",
 				r.round, r.prompt, r.cached, r.ptoks, full)
 		}
-		if r.round == 1 && !r.again && r.cached < full {
+		if r.round == 1 && r.solo == 0 && r.cached < full {
 			evictedBeforeReuse++
 		}
 		cachedSum += r.cached
