@@ -95,6 +95,26 @@ typedef struct {
 pm_qmm pm_qmm_32(uint32_t type, int avx2);
 pm_qmm pm_qmm_k(uint32_t type, int avx2);
 
+/* pm_qmm_32_block_bytes: the bytes of one 32-element block of a qmm_32
+ * type (qmm_32.c, qmm_32_neon.c), 0 for another type. Inline so a kernel
+ * expanded per type folds it to a constant. */
+static inline int pm_qmm_32_block_bytes(uint32_t type)
+{
+	switch (type) {
+	case PM_TYPE_Q8_0:
+		return 34;
+	case PM_TYPE_Q4_0:
+		return 18;
+	case PM_TYPE_Q4_1:
+		return 20;
+	case PM_TYPE_Q5_0:
+		return 22;
+	case PM_TYPE_Q5_1:
+		return 24;
+	}
+	return 0;
+}
+
 /* The kernels of one instruction-set path (PM_ISA_*, kernels.h), for the
  * engine's kernel choice: fn NULL when the type has no integer kernel in
  * the family or this build or CPU cannot run the path. AVX-VNNI has no

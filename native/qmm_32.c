@@ -53,24 +53,6 @@ static float f16at(const uint8_t *p)
 	return pm_half_to_float(h);
 }
 
-/* block bytes per type */
-static int block_bytes(uint32_t type)
-{
-	switch (type) {
-	case PM_TYPE_Q8_0:
-		return 34;
-	case PM_TYPE_Q4_0:
-		return 18;
-	case PM_TYPE_Q4_1:
-		return 20;
-	case PM_TYPE_Q5_0:
-		return 22;
-	case PM_TYPE_Q5_1:
-		return 24;
-	}
-	return 0;
-}
-
 /* codes writes the 32 weight codes of block b (signed, or unsigned for the
  * types with a min: see the top of the file); *d and *m get the scale and
  * min (0 without one). */
@@ -115,7 +97,7 @@ enum { PCHUNK = 16 };
 static void qmm_portable(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n,
 			 int m0, int m1)
 {
-	int nb = w->cols / 32, bb = block_bytes(w->type);
+	int nb = w->cols / 32, bb = pm_qmm_32_block_bytes(w->type);
 	int min = w->type == PM_TYPE_Q4_1 || w->type == PM_TYPE_Q5_1;
 	for (int m = m0; m < m1; m++) {
 		const uint8_t *row = pm_weight_row(w, m);
@@ -200,7 +182,7 @@ pm_qmm pm_qmm_32_x86(uint32_t type, int vnni)
 {
 #ifdef HAVE_QMM_X86
 	static const int isa[3] = {PM_ISA_AVX2, PM_ISA_AVX512VNNI, PM_ISA_AVXVNNI};
-	if (block_bytes(type) && vnni >= 0 && vnni <= 2 && pm_cpu_has_isa(isa[vnni]))
+	if (pm_qmm_32_block_bytes(type) && vnni >= 0 && vnni <= 2 && pm_cpu_has_isa(isa[vnni]))
 		return (pm_qmm){32, vnni == 1 ? qmm_32_vnni(type) : vnni == 2 ? qmm_32_avxvnni(type) : qmm_32_avx2_fn(type)};
 #endif
 	(void)type;
@@ -210,7 +192,7 @@ pm_qmm pm_qmm_32_x86(uint32_t type, int vnni)
 
 pm_qmm pm_qmm_32_isa(uint32_t type, int isa)
 {
-	if (block_bytes(type) == 0)
+	if (pm_qmm_32_block_bytes(type) == 0)
 		return (pm_qmm){0, 0};
 	switch (isa) {
 	case PM_ISA_PORTABLE:
@@ -229,7 +211,7 @@ pm_qmm pm_qmm_32_isa(uint32_t type, int isa)
 
 pm_qmm pm_qmm_32(uint32_t type, int avx2)
 {
-	if (block_bytes(type) == 0)
+	if (pm_qmm_32_block_bytes(type) == 0)
 		return (pm_qmm){0, 0};
 	if (avx2) {
 		pm_qmm q = pm_qmm_32_x86(type, 1);

@@ -166,7 +166,8 @@ enum { RMAX = 4, R4MAX = 4, ZMAX = 8 };
 
 /* rows: R activation rows (xs bytes apart, blocks k0 ..) against the
  * chunk's kn interleaved blocks, their accumulators y, z updated in block
- * order; S per row and weight lane exact (see the top) */
+ * order; S per row and weight lane exact (see the top). Q8_0 and the
+ * 5-bit types only: batch gives Q4_0 and Q4_1 to rows4 and zrows. */
 A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256i g[KB][8], const __m256i sg[KB][8],
 		    const __m256 *dw, const __m256 *mw, const char *xq, size_t xs, const int32_t *x128, int nb, int k0,
 		    int kn)
@@ -201,19 +202,6 @@ A2_INLINE void rows(const int T, const int R, __m256 *y, __m256 *z, const __m256
 				}
 				s[r] = _mm256_add_epi32(e, o);
 			}
-		} else if (T == Q4_0 || T == Q4_1) {
-			/* int16 sums of the 8 groups, one vpmaddwd */
-			A2_UNROLL for (int r = 0; r < R; r++)
-				s[r] = _mm256_setzero_si256();
-			A2_UNROLL for (int j = 0; j < 8; j++) {
-				__m256i gj = _mm256_load_si256(&g[b][j]);
-				A2_UNROLL for (int r = 0; r < R; r++) {
-					__m256i x = _mm256_set1_epi32(*(const a2_i32 *)(a[r]->q + 4 * j));
-					s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(gj, x));
-				}
-			}
-			A2_UNROLL for (int r = 0; r < R; r++)
-				s[r] = _mm256_madd_epi16(s[r], ones);
 		} else {
 			/* int16 sums of 4 groups (5-bit codes) */
 			const int H = 4;

@@ -67,23 +67,6 @@
 
 enum { TILE_M = 4, PASS_N = 4 };
 
-static int block_bytes(uint32_t type)
-{
-	switch (type) {
-	case PM_TYPE_Q8_0:
-		return 34;
-	case PM_TYPE_Q4_0:
-		return 18;
-	case PM_TYPE_Q4_1:
-		return 20;
-	case PM_TYPE_Q5_0:
-		return 22;
-	case PM_TYPE_Q5_1:
-		return 24;
-	}
-	return 0;
-}
-
 INLINE uint16_t u16at(const uint8_t *p)
 {
 	uint16_t h;
@@ -170,7 +153,7 @@ INLINE float32x4_t f16x4(const uint16_t h[4])
  * the functions below.
  */
 #define PASS_BODY(DOT)                                                                                  \
-	int nb = w->cols / 32, bb = block_bytes(type);                                                  \
+	int nb = w->cols / 32, bb = pm_qmm_32_block_bytes(type);                                       \
 	int mn = type == PM_TYPE_Q4_1 || type == PM_TYPE_Q5_1;                                         \
 	float32x4_t acc[PASS_N];                                                                        \
 	const pm_act32 *xr[PASS_N];                                                                     \

@@ -337,24 +337,11 @@ QMM_INLINE void interleave(const int T, __m256i g[8], const uint8_t *const p[8])
 	pm_transpose8x32(g, u);
 }
 
-/* interleave4: interleave for the 4-bit codes at p[i] + qo (Q4_0, Q4_1):
- * group j < 4 is 32-bit word j of qs masked to its low nibbles, group
- * j + 4 the same word's high nibbles, so only qs's 4 words are transposed */
+/* interleave4: interleave for the 4-bit codes at p[i] + qo (Q4_0, Q4_1),
+ * qmm_transpose.h's pm_interleave_nib8 */
 QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
 {
-	__m256i r[4];
-	UNROLL for (int i = 0; i < 4; i++)
-		r[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(p[i + 4] + qo)),
-					_mm_loadu_si128((const __m128i *)(p[i] + qo)));
-	__m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-	__m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-	__m256i v[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
-			_mm256_unpackhi_epi64(t1, t3)};
-	const __m256i m = _mm256_set1_epi8(15);
-	UNROLL for (int j = 0; j < 4; j++) {
-		g[j] = _mm256_and_si256(v[j], m);
-		g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v[j], 4), m);
-	}
+	pm_interleave_nib8(g, p, (size_t)qo);
 }
 
 /* wblock8: block j of the 8 weight rows wr, interleaved into g, with its

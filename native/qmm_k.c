@@ -236,6 +236,7 @@ static void qmm_q6_k(float *out, size_t ldo, const void *xq, size_t xs, const pm
 #include <immintrin.h>
 
 #include "kscales_avx2.h"
+#include "qmv_k_rows.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -456,35 +457,11 @@ AVX2_INLINE void direct4(__m128 *acc, const uint8_t *const b[4], const pm_act256
 	*acc = finish4(*acc, hsum4(a[0], a[1], a[2], a[3]), summ, d, dmin, x->d, kind);
 }
 
-/* vqmv: n == 1 on AVX512-VNNI CPUs. While four rows are used, the next four (rows are
- * contiguous) are prefetched, a share per super-block (4 blocks' bytes),
- * as matvec.c does; the share is a constant, so the prefetches unroll
- * (a loop over them cost ~2% of the Q4_K matvec). */
+/* vqmv: n == 1 on AVX512-VNNI CPUs, rows four at a time, the next four
+ * prefetched (qmv_k_rows.h) */
 AVX2_INLINE void vqmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, int kind, size_t bb)
 {
-	int nb = w->cols / 256;
-	size_t rb = w->row_bytes;
-	for (int m = m0; m < m1; m += 4) {
-		int rows = m1 - m < 4 ? m1 - m : 4;
-		const uint8_t *r[4];
-		for (int i = 0; i < 4; i++)
-			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
-		const char *next = (const char *)r[0] + 4 * rb;
-		int prefetch = m + 4 < m1;
-		__m128 acc = _mm_setzero_ps();
-		for (int b = 0; b < nb; b++) {
-			if (prefetch)
-#pragma GCC unroll 16
-				for (size_t o = 0; o < 4 * bb; o += 64)
-					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
-			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
-						 r[3] + bb * (size_t)b};
-			direct4(&acc, blk, x + b, kind);
-		}
-		float o[4];
-		_mm_storeu_ps(o, acc);
-		memcpy(out + m, o, sizeof(float) * (size_t)rows);
-	}
+	PM_QMV4_ROWS(out, x, w, m0, m1, bb, direct4(&acc, blk, x + b, kind));
 }
 
 /*

@@ -107,19 +107,7 @@ V2_INLINE __m256 half8(const uint8_t *const wr[8], size_t off)
  * top): g[j] lane i = elements 4j .. 4j+3 of row i */
 V2_INLINE void nib8(const int T, __m256i g[8], const uint8_t *const wr[8], size_t off)
 {
-	__m256i r[4];
-	V2_UNROLL for (int i = 0; i < 4; i++)
-		r[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(wr[i + 4] + off + qsoff(T))),
-					_mm_loadu_si128((const __m128i *)(wr[i] + off + qsoff(T))));
-	__m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-	__m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-	__m256i v[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
-			_mm256_unpackhi_epi64(t1, t3)};
-	const __m256i m = _mm256_set1_epi8(15);
-	V2_UNROLL for (int j = 0; j < 4; j++) {
-		g[j] = _mm256_and_si256(v[j], m);
-		g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v[j], 4), m);
-	}
+	pm_interleave_nib8(g, wr, off + qsoff(T));
 }
 
 /* hi8: Q5's fifth bits onto the interleaved codes g: 16 in byte k of lane

@@ -40,6 +40,7 @@
 #include "qmv_k_avx2.h"
 #include "kscales_avx2.h"
 #include "qmm_transpose.h"
+#include "qmv_k_rows.h"
 
 #define QV_ATTR __attribute__((target("avx2,fma,f16c")))
 #define QV_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -271,7 +272,7 @@ QV_INLINE __m256 tile8_q4(__m256 acc, const uint8_t *const b[8], const pm_act256
 
 /* qmv8: Q4_K rows [m0, m1) eight at a time (a short last tile repeats its
  * last row; those lanes are computed and dropped), the next tile's bytes
- * prefetched a share per super-block as qmv does */
+ * prefetched a share per super-block (qmv_k_rows.h) */
 QV_INLINE void qmv8(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
 {
 	const size_t bb = 144;
@@ -287,9 +288,7 @@ QV_INLINE void qmv8(float *out, const pm_act256 *x, const pm_weight *w, int m0, 
 		__m256 acc = _mm256_setzero_ps();
 		for (int b = 0; b < nb; b++) {
 			if (prefetch)
-#pragma GCC unroll 32
-				for (size_t o = 0; o < 8 * bb; o += 64)
-					_mm_prefetch(next + 8 * bb * (size_t)b + o, _MM_HINT_T0);
+				pm_qmv_prefetch(next, 8 * bb, b);
 			const uint8_t *blk[8];
 			for (int i = 0; i < 8; i++)
 				blk[i] = r[i] + bb * (size_t)b;
@@ -307,37 +306,13 @@ QV_INLINE void qmv8(float *out, const pm_act256 *x, const pm_weight *w, int m0, 
 	}
 }
 
-/* qmv: rows [m0, m1) four at a time (a short last group repeats its last
- * row; those lanes are computed and dropped). While four rows are used,
- * the next four (rows are contiguous) are prefetched, a share per
- * super-block (4 blocks' bytes): the bytes swept in order, ahead of the
- * reads by exactly four rows. */
+/* qmv: rows [m0, m1) four at a time, the next four prefetched
+ * (qmv_k_rows.h) */
 QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, const int kind,
 		   const size_t bb)
 {
-	int nb = w->cols / 256;
-	size_t rb = w->row_bytes;
-	for (int m = m0; m < m1; m += 4) {
-		int rows = m1 - m < 4 ? m1 - m : 4;
-		const uint8_t *r[4];
-		for (int i = 0; i < 4; i++)
-			r[i] = pm_weight_row(w, m + (i < rows ? i : rows - 1));
-		const char *next = (const char *)r[0] + 4 * rb;
-		int prefetch = m + 4 < m1;
-		__m128 acc = _mm_setzero_ps();
-		for (int b = 0; b < nb; b++) {
-			if (prefetch)
-#pragma GCC unroll 16
-				for (size_t o = 0; o < 4 * bb; o += 64)
-					_mm_prefetch(next + 4 * bb * (size_t)b + o, _MM_HINT_T0);
-			const uint8_t *blk[4] = {r[0] + bb * (size_t)b, r[1] + bb * (size_t)b, r[2] + bb * (size_t)b,
-						 r[3] + bb * (size_t)b};
-			acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_q5(acc, blk, x + b);
-		}
-		float o[4];
-		_mm_storeu_ps(o, acc);
-		memcpy(out + m, o, sizeof(float) * (size_t)rows);
-	}
+	PM_QMV4_ROWS(out, x, w, m0, m1, bb,
+		     acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_q5(acc, blk, x + b));
 }
 
 QV_ATTR void pm_qmv_q4_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)

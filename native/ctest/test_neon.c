@@ -62,6 +62,24 @@ static void random_rows(uint8_t *b, uint32_t type, int rows, int cols)
 
 static void fill_x(float *x, int n, int k, int it);
 
+/* check_batches: q against port on w for every batch n = 1..N of the
+ * activation rows x (pattern it), bitwise; want gets port's N rows, got
+ * (got_bytes) is overwritten. Returns the cases. */
+static int check_batches(const char *which, pm_qmm port, pm_qmm q, const pm_weight *w, const float *x, int N, int it,
+			 float *want, float *got, size_t got_bytes, void *scratch)
+{
+	int M = w->rows, K = w->cols, cases = 0;
+	pm_matmul_q(port, want, M, x, K, w, N, 0, M, scratch);
+	for (int n = 1; n <= N; n++) {
+		memset(got, 0xff, got_bytes);
+		pm_matmul_q(q, got, M, x, K, w, n, 0, M, scratch);
+		CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
+		      "%s type %u k %d m %d x%d: batch of %d != portable", which, w->type, K, M, it, n);
+		cases++;
+	}
+	return cases;
+}
+
 /* check_k: the K-quant kernels (qmm_k_neon.c, through pm_qmm_isa) bitwise
  * the portable ones, k of 1 and 3 super-blocks, m of 1, 5 and 9, every
  * batch n = 1..9 and a split. Returns the cases. */
@@ -87,15 +105,7 @@ static int check_k(void)
 					random_rows(wb, ktypes[t], M, K);
 					pm_weight w = {wb, ktypes[t], M, K, pm_type_row_bytes(ktypes[t], K)};
 					fill_x(x, KN, K, it);
-					pm_matmul_q(port, want, M, x, K, &w, KN, 0, M, scratch);
-					for (int n = 1; n <= KN; n++) {
-						memset(got, 0xff, sizeof got);
-						pm_matmul_q(q, got, M, x, K, &w, n, 0, M, scratch);
-						CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
-						      "neon type %u k %d m %d x%d: batch of %d != portable", ktypes[t], K,
-						      M, it, n);
-						cases++;
-					}
+					cases += check_batches("neon", port, q, &w, x, KN, it, want, got, sizeof got, scratch);
 					memset(got, 0xff, sizeof got);
 					pm_matmul_q(q, got, M, x, K, &w, KN, 0, M / 2, scratch);
 					pm_matmul_q(q, got, M, x, K, &w, KN, M / 2, M, scratch);
@@ -144,15 +154,7 @@ static int check_kernel(int dot, const char *which)
 					random_rows(wb, types[t], M, K);
 					pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K)};
 					fill_x(x, MAXN, K, it);
-					pm_matmul_q(port, want, M, x, K, &w, MAXN, 0, M, scratch);
-					for (int n = 1; n <= MAXN; n++) {
-						memset(got, 0xff, sizeof got);
-						pm_matmul_q(q, got, M, x, K, &w, n, 0, M, scratch);
-						CHECK(memcmp(got, want, (size_t)n * M * sizeof(float)) == 0,
-						      "%s type %u k %d m %d x%d: batch of %d != portable", which,
-						      types[t], K, M, it, n);
-						cases++;
-					}
+					cases += check_batches(which, port, q, &w, x, MAXN, it, want, got, sizeof got, scratch);
 					/* splits inside and across the 4-row tiles */
 					int cuts[][4] = {{0, 1, 2, M}, {0, M / 2, M / 2 + 1, M}, {0, 3, 5, M}};
 					for (int c = 0; c < 3; c++) {
