@@ -176,7 +176,7 @@ func vsRun(b *testing.B, sidecarBin, statsdBin, mapping string, load vsLoad) (si
 	lines := 0
 	ones, blocks := make([][]byte, vsDaemons), make([][]byte, vsDaemons)
 	for d := range vsDaemons {
-		ones[d] = statsdRequestLines(nil, &typicalRequest("", 0).RequestBody, vsModel(d), "picometer", load.packed)
+		ones[d] = statsdRequestLines(nil, &typicalRequest("", 0).RequestBody, vsModel(d), "picometer", testBlockSize, load.packed)
 		lines += bytes.Count(ones[d], []byte("\n")) * events
 		blocks[d] = bytes.Repeat(ones[d], batch)
 	}
@@ -425,8 +425,10 @@ func statsdMapping() []byte {
 // are |ms timers in milliseconds (statsd_exporter divides by 1000), lengths
 // |h histograms, and the tags are the sidecar's Prometheus label names, so
 // both expositions have the same series. With packed, the inter-token
-// latencies are one multi-value line.
-func statsdRequestLines(dst []byte, r *schema.RequestBody, model, engine string, packed bool) []byte {
+// latencies are one multi-value line. blockSize is the engine's KV-cache
+// block size (its hello event's), which decides the time to first token's
+// cache outcome label as the sidecar decides it.
+func statsdRequestLines(dst []byte, r *schema.RequestBody, model, engine string, blockSize int, packed bool) []byte {
 	tags := "|#" + schema.PromLabel(schema.AttrModel.Key) + ":" + model + "," +
 		schema.PromLabel(schema.AttrEngine.Key) + ":" + engine + "," +
 		schema.PromLabel(schema.AttrOperation.Key) + ":" + r.Operation
@@ -445,7 +447,7 @@ func statsdRequestLines(dst []byte, r *schema.RequestBody, model, engine string,
 		line(schema.IDQueueDuration, ms(r.AdmittedUS), "ms", "")
 	}
 	if r.FirstTokenUS >= 0 {
-		line(schema.IDTTFT, ms(r.FirstTokenUS), "ms", "")
+		line(schema.IDTTFT, ms(r.FirstTokenUS), "ms", ","+schema.PromLabel(schema.AttrCache.Key)+":"+schema.CacheOutcome(r, blockSize))
 		if r.AdmittedUS >= 0 {
 			line(schema.IDPrefillDuration, ms(r.FirstTokenUS-r.AdmittedUS), "ms", "")
 		}
