@@ -161,6 +161,8 @@ static int mm_int(const pm_engine *e, const pm_weight *w)
  * e->aq32 and/or e->aq256 (the blocks its parts' kernels need: a file can
  * mix 32- and 256-block types), and every chunk reads that one copy. The
  * quantization is split by rows: a row's bytes do not depend on the split.
+ * A job whose input the job before quantized skips those blocks
+ * (mm_job.xq_ready: wo's input, quantized by the attention job).
  */
 typedef struct {
 	const float *x;
@@ -405,8 +407,9 @@ static int attend(pm_engine *e, int layer, int n, int pre, int wo_blocks)
 }
 
 /*
- * Row jobs: work done row by row between the matmuls (norms, and the
- * biases, head norms, RoPE and cache writes before attention). In a
+ * Row jobs: work done row by row between the matmuls (norms, and, with
+ * more than one row, the biases, head norms, RoPE and cache writes before
+ * attention; at batch 1 the attention job does those: att_job.pre). In a
  * prefill they are a few percent of a serial forward, so they are cut
  * into chunks of rows too; a short batch runs them on the caller (one
  * chunk: no handoff).
