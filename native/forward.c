@@ -145,6 +145,7 @@ typedef struct {
 	const pm_weight *w[3];
 	const float *x;
 	int np, n, post;
+	int xq_ready; /* blocks (aq_job.blocks) the job before already quantized x into */
 } mm_job;
 
 /* mm_int: w computes with int8 activations (actquant.h) */
@@ -160,6 +161,8 @@ static int mm_int(const pm_engine *e, const pm_weight *w)
  * e->aq32 and/or e->aq256 (the blocks its parts' kernels need: a file can
  * mix 32- and 256-block types), and every chunk reads that one copy. The
  * quantization is split by rows: a row's bytes do not depend on the split.
+ * A job whose input the job before quantized skips those blocks
+ * (mm_job.xq_ready: wo's input, quantized by the attention job).
  */
 typedef struct {
 	const float *x;
@@ -278,12 +281,20 @@ static int mm_chunks(const pm_engine *e, const mm_job *j)
 	return nc < tiles ? nc : tiles;
 }
 
+/* mm_blocks: the quantized inputs a job's parts need (aq_job.blocks). */
+static int mm_blocks(const pm_engine *e, const mm_job *j)
+{
+	int blocks = 0;
+	for (int p = 0; p < j->np; p++)
+		if (mm_int(e, j->w[p]))
+			blocks |= e->qmm[j->w[p]->type].block == 32 ? 1 : 2;
+	return blocks;
+}
+
 static void mm_run(pm_engine *e, mm_job *j)
 {
 	aq_job a = {j->x, j->w[0]->cols, j->n, 0}; /* the parts share x, so its k */
-	for (int p = 0; p < j->np; p++)
-		if (mm_int(e, j->w[p]))
-			a.blocks |= e->qmm[j->w[p]->type].block == 32 ? 1 : 2;
+	a.blocks = mm_blocks(e, j) & ~j->xq_ready;
 	if (a.blocks) {
 		/* a short batch quantizes on the caller: cheaper than a handoff */
 		int nc = e->cfg.threads == 1 || j->n < 16 ? 1 : 2 * e->cfg.threads;
@@ -295,12 +306,25 @@ static void mm_run(pm_engine *e, mm_job *j)
 /* out[n][w.rows] = x[n][w.cols] . w^T */
 static void matmul(pm_engine *e, float *out, const float *x, const pm_weight *w, int n)
 {
-	mm_job j = {{out}, {w}, x, 1, n, MM_PLAIN};
+	mm_job j = {{out}, {w}, x, 1, n, MM_PLAIN, 0};
 	mm_run(e, &j);
 }
 
+/*
+ * An attention job. Its items are (KV head kh, row r) pairs, i = kh * n + r.
+ * Two steps around the attention ride along in its chunks, as an item's
+ * share of them reads and writes only that item's head group of that row
+ * (elementwise per head, so the result is the serial one bitwise):
+ *   pre (decode at batch 1 only): the row's pre-attention step for the
+ *     item's heads (pre_attention_heads). With more rows a row attends to
+ *     the K/V other items write, so there rows_task runs it before the job.
+ *   quant: the item's slice of the output, quantized into e->aq32 / aq256
+ *     (bit 1 / 2, as aq_job.blocks) for the wo job, when that slice is whole
+ *     blocks: activation blocks are independent (actquant.h), so the bytes
+ *     are those of quantizing the row at once.
+ */
 typedef struct {
-	int layer, n;
+	int layer, n, pre, quant;
 } att_job;
 
 /* att_item: the call for the items from i (before i1) as its attend call
@@ -316,6 +340,25 @@ static pm_attend_next att_item(const pm_engine *e, const float *kb, const float 
 	*nr = k;
 	return (pm_attend_next){kb + (size_t)kh * e->hd, vb + (size_t)kh * e->hd,
 				e->slots[e->row_slot[r]].table, e->row_pos[r] + k};
+}
+
+static void pre_attention_heads(pm_engine *e, const pm_layer *L, int l, int r, int kh0, int kh1);
+
+/* att_quant quantizes rows [r, r + nr) of KV head kh's slice of e->att
+ * (the att_job's quant blocks). */
+static void att_quant(pm_engine *e, int quant, int kh, int r, int nr)
+{
+	int w = e->n_heads / e->n_kv_heads * e->hd, k = e->qdim;
+	size_t rb32 = pm_act_row_bytes(32, k), rb256 = pm_act_row_bytes(256, k);
+	for (int i = r; i < r + nr; i++) {
+		const float *x = e->att + (size_t)i * k + (size_t)kh * w;
+		if (quant & 1)
+			pm_quant_act(32, e->aq32 + i * rb32 + (size_t)kh * (w / 32) * sizeof(pm_act32), x,
+				     w, 1);
+		if (quant & 2)
+			pm_quant_act(256, e->aq256 + i * rb256 + (size_t)kh * (w / 256) * sizeof(pm_act256),
+				     x, w, 1);
+	}
 }
 
 /* Items are cut into chunks in order: a row's cost grows with its
@@ -335,6 +378,8 @@ static void att_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 	/* each call is told the next one's rows, so its prefetches run on into them */
 	int nr, nr_next = 0;
 	pm_attend_next cur = att_item(e, kb, vb, n, i0, i1, &nr), next = cur;
+	if (j->pre) /* n == 1: item i is KV head i */
+		pre_attention_heads(e, &e->m->layers[j->layer], j->layer, 0, i0, i1);
 	for (int i = i0; i < i1; i += nr, cur = next, nr = nr_next) {
 		if (i + nr < i1)
 			next = att_item(e, kb, vb, n, i + nr, i1, &nr_next);
@@ -343,19 +388,28 @@ static void att_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 		e->k->attend(e->att + qo, e->q + qo, (size_t)e->qdim, nr, g, e->hd, cur.kbase,
 			     cur.vbase, cur.table, e->bs, (size_t)e->kvdim, cur.n - nr + 1,
 			     e->attn_scale, scratch, i + nr < i1 ? &next : NULL);
+		if (j->quant)
+			att_quant(e, j->quant, kh, r, nr);
 	}
 }
 
-static void attend(pm_engine *e, int layer, int n)
+/* attend runs layer's attention over rows 0..n-1 and returns the blocks
+ * of the wo job's input it quantized (mm_job.xq_ready); pre: the rows'
+ * pre-attention step is the job's (n == 1). */
+static int attend(pm_engine *e, int layer, int n, int pre, int wo_blocks)
 {
-	att_job aj = {layer, n};
+	int w = e->n_heads / e->n_kv_heads * e->hd;
+	int quant = (wo_blocks & 1 && w % 32 == 0 ? 1 : 0) | (wo_blocks & 2 && w % 256 == 0 ? 2 : 0);
+	att_job aj = {layer, n, pre, quant};
 	int items = n * e->n_kv_heads, nc = e->cfg.threads == 1 ? 1 : 32 * e->cfg.threads;
 	pool_run(e, att_task, &aj, nc < items ? nc : items);
+	return quant;
 }
 
 /*
- * Row jobs: work done row by row between the matmuls (norms, and the
- * biases, head norms, RoPE and cache writes before attention). In a
+ * Row jobs: work done row by row between the matmuls (norms, and, with
+ * more than one row, the biases, head norms, RoPE and cache writes before
+ * attention; at batch 1 the attention job does those: att_job.pre). In a
  * prefill they are a few percent of a serial forward, so they are cut
  * into chunks of rows too; a short batch runs them on the caller (one
  * chunk: no handoff).
@@ -367,24 +421,28 @@ typedef struct {
 	const float *norm; /* ROWS_NORM: xb[r] = rmsnorm(x[r]) * norm */
 } rows_job;
 
-/* pre_attention: q/k/v biases, q/k head norms and RoPE of row r, and its
- * K and V written to its slot's cache at its position. */
-static void pre_attention(pm_engine *e, const pm_layer *L, int l, int r)
+/* pre_attention_heads: for KV heads [kh0, kh1) and their query heads,
+ * row r's q/k/v biases, q/k head norms and RoPE, and its K and V written
+ * to its slot's cache at its position. Every step is per head, so any cut
+ * of the heads gives the result of all at once. */
+static void pre_attention_heads(pm_engine *e, const pm_layer *L, int l, int r, int kh0, int kh1)
 {
-	int p = e->row_pos[r];
+	int p = e->row_pos[r], g = e->n_heads / e->n_kv_heads, hd = e->hd;
+	int qh = (kh1 - kh0) * g, kvh = kh1 - kh0;
+	size_t qo = (size_t)kh0 * g * hd, ko = (size_t)kh0 * hd;
 	const slot *s = &e->slots[e->row_slot[r]];
-	float *q = e->q + (size_t)r * e->qdim, *kr = e->kr + (size_t)r * e->kvdim;
-	float *vr = e->vr + (size_t)r * e->kvdim;
-	add_bias(q, L->bq, 1, e->qdim);
-	add_bias(kr, L->bk, 1, e->kvdim);
-	add_bias(vr, L->bv, 1, e->kvdim);
-	head_norm(e, q, e->n_heads, L->q_norm);
-	head_norm(e, kr, e->n_kv_heads, L->k_norm);
-	rope(e, q, e->n_heads, p);
-	rope(e, kr, e->n_kv_heads, p);
+	float *q = e->q + (size_t)r * e->qdim + qo, *kr = e->kr + (size_t)r * e->kvdim + ko;
+	float *vr = e->vr + (size_t)r * e->kvdim + ko;
+	add_bias(q, L->bq ? L->bq + qo : NULL, 1, qh * hd);
+	add_bias(kr, L->bk ? L->bk + ko : NULL, 1, kvh * hd);
+	add_bias(vr, L->bv ? L->bv + ko : NULL, 1, kvh * hd);
+	head_norm(e, q, qh, L->q_norm);
+	head_norm(e, kr, kvh, L->k_norm);
+	rope(e, q, qh, p);
+	rope(e, kr, kvh, p);
 	int blk = s->table[p / e->bs], off = p % e->bs;
-	memcpy(kv_at(e, e->kcache, l, blk, off), kr, (size_t)e->kvdim * sizeof(float));
-	memcpy(kv_at(e, e->vcache, l, blk, off), vr, (size_t)e->kvdim * sizeof(float));
+	memcpy(kv_at(e, e->kcache, l, blk, off) + ko, kr, (size_t)kvh * hd * sizeof(float));
+	memcpy(kv_at(e, e->vcache, l, blk, off) + ko, vr, (size_t)kvh * hd * sizeof(float));
 }
 
 static void rows_task(pm_engine *e, const void *arg, int c, int nc, int tid)
@@ -396,7 +454,7 @@ static void rows_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 		if (j->what == ROWS_NORM)
 			e->k->rmsnorm(e->xb + r * D, e->x + r * D, j->norm, e->dim, e->m->rms_eps);
 		else
-			pre_attention(e, &e->m->layers[j->layer], j->layer, r);
+			pre_attention_heads(e, &e->m->layers[j->layer], j->layer, r, 0, e->n_kv_heads);
 	}
 }
 
@@ -425,16 +483,19 @@ void forward_rows(pm_engine *e, int n, int nl)
 	for (int l = 0; l < e->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		rows(e, ROWS_NORM, l, L->attn_norm); /* xb = rmsnorm(x) */
-		mm_job qkv = {{e->q, e->kr, e->vr}, {&L->wq, &L->wk, &L->wv}, e->xb, 3, n, MM_PLAIN};
+		mm_job qkv = {{e->q, e->kr, e->vr}, {&L->wq, &L->wk, &L->wv}, e->xb, 3, n, MM_PLAIN, 0};
 		mm_run(e, &qkv);
-		rows(e, ROWS_QK, l, NULL); /* biases, head norms, RoPE, K/V to the cache */
-		attend(e, l, n);
-		mm_job o = {{e->xb}, {&L->wo}, e->att, 1, n, MM_RESIDUAL};
+		/* biases, head norms, RoPE, K/V to the cache: at batch 1 in the
+		 * attention job's chunks (att_job.pre) */
+		if (n > 1)
+			rows(e, ROWS_QK, l, NULL);
+		mm_job o = {{e->xb}, {&L->wo}, e->att, 1, n, MM_RESIDUAL, 0};
+		o.xq_ready = attend(e, l, n, n == 1, mm_blocks(e, &o));
 		mm_run(e, &o); /* x += att . wo^T */
 		rows(e, ROWS_NORM, l, L->ffn_norm); /* xb = rmsnorm(x) */
-		mm_job gu = {{e->hb, e->hb2}, {&L->w_gate, &L->w_up}, e->xb, 2, n, MM_SWIGLU};
+		mm_job gu = {{e->hb, e->hb2}, {&L->w_gate, &L->w_up}, e->xb, 2, n, MM_SWIGLU, 0};
 		mm_run(e, &gu); /* hb = silu(xb . gate^T) * (xb . up^T) */
-		mm_job down = {{e->xb}, {&L->w_down}, e->hb, 1, n, MM_RESIDUAL};
+		mm_job down = {{e->xb}, {&L->w_down}, e->hb, 1, n, MM_RESIDUAL, 0};
 		mm_run(e, &down); /* x += hb . down^T */
 	}
 	for (int i = 0; i < nl; i++)

@@ -204,3 +204,51 @@ func TestTypesInvariance(t *testing.T) {
 		}
 	}
 }
+
+// TestTypesAttentionGroupOf256: tiny-k with one KV head, so a KV head's
+// group of query heads spans 256 attention outputs. The attention job then
+// quantizes the output projection's input itself, in 32-blocks (q4_0) and
+// in 256-blocks (q4_k_m), and at batch 1 also runs the pre-attention step
+// (forward.c, att_job): greedy tokens stay the reference's at batch 1 and
+// 4 and on 1 and 2 threads. tiny-k's own two KV heads give groups of 128,
+// which exercise only the 32-block case.
+func TestTypesAttentionGroupOf256(t *testing.T) {
+	const n = 4
+	mk := func(i int) *request {
+		return &request{prompt: prompt(i, 3+(i*11)%40), p: Params{MaxTokens: 10 + (i*5)%12}}
+	}
+	for _, typ := range []string{"q4_0", "q4_k_m"} {
+		p := modelgen.TinyK
+		p.Type, p.KVHeads = typ, 1
+		path := filepath.Join(t.TempDir(), "tiny-k-kv1-"+typ+".gguf")
+		if err := modelgen.Write(path, p); err != nil {
+			t.Fatal(err)
+		}
+		ref, err := loadReference(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([][]int32, n)
+		for i := range want {
+			r := mk(i)
+			want[i] = refGreedy(t, ref, r.prompt, r.p.MaxTokens)
+		}
+		for _, c := range []struct{ bmax, threads int }{{1, 1}, {1, 2}, {4, 2}} {
+			t.Run(fmt.Sprintf("%s/bmax=%d/threads=%d", typ, c.bmax, c.threads), func(t *testing.T) {
+				e := openFile(t, path, func(cfg *Config) {
+					cfg.BMax, cfg.SpecK, cfg.Threads, cfg.PrefillChunk = c.bmax, 0, c.threads, 16
+				})
+				reqs := make([]*request, n)
+				for i := range reqs {
+					reqs[i] = mk(i)
+				}
+				run(t, e, reqs, 2)
+				for i, r := range reqs {
+					if !slices.Equal(r.out, want[i]) {
+						t.Errorf("request %d: engine %v\nreference %v", i, r.out, want[i])
+					}
+				}
+			})
+		}
+	}
+}
