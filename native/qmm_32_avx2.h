@@ -21,4 +21,12 @@ void pm_qmm_q5_1_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, c
 void pm_qmm_q8_0_avx2_batch(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0,
 			    int m1);
 
+/* pm_qmm_q8_0_xrows_avx2 (qmm_q8_0_xrows_avx2.c): Q8_0's batch kernel with
+ * the activation rows in the lanes, for n <= PM_Q8_XROWS_MAXN rows of at
+ * most PM_Q8_XROWS_MAXNB blocks (bitwise pm_qmm_q8_0_avx2_batch's results;
+ * that kernel hands such batches of at least PM_Q8_XROWS_MINN rows to it) */
+enum { PM_Q8_XROWS_MINN = 2, PM_Q8_XROWS_MAXN = 16, PM_Q8_XROWS_MAXNB = 64 };
+void pm_qmm_q8_0_xrows_avx2(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0,
+			    int m1);
+
 #endif
