@@ -368,7 +368,7 @@ A2_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t 
 		     int m0, int m1)
 {
 	int nb = w->cols / 32;
-	if (T == Q8_0 && n >= PM_Q8_XROWS_MINN && n <= PM_Q8_XROWS_MAXN && nb <= PM_Q8_XROWS_MAXNB) {
+	if (T == Q8_0 && pm_q8_xrows_takes(n, nb)) {
 		pm_qmm_q8_0_xrows_avx2(out, ldo, x, xs, w, n, m0, m1);
 		return;
 	}

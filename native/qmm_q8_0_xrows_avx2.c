@@ -43,7 +43,7 @@
 #define XR_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #define XR_UNROLL _Pragma("GCC unroll 8")
 
-enum { QB = 34, PF = 4, SETS = PM_Q8_XROWS_MAXN / 8, NBMAX = PM_Q8_XROWS_MAXNB };
+enum { QB = 34, PF = 8, SETS = PM_Q8_XROWS_MAXN / 8, NBMAX = PM_Q8_XROWS_MAXNB };
 
 /* the activations of one call, interleaved: block b, set s, group j holds
  * codes 4j .. 4j+3 of row 8s + i in lane i */
@@ -100,67 +100,50 @@ XR_INLINE void wrow(__m256i *a, float *dw, const uint8_t *p, int nb)
 	}
 }
 
-/* rows: outputs of weight rows m .. m + R - 1 (rb bytes apart) for the S
- * sets of 8 activation rows (n in all), stored at out (row r, column m at
- * out[r * ldo + m]) */
-XR_INLINE void rows(const int R, const int S, float *out, size_t ldo, const xrows *x, const uint8_t *w, size_t rb,
-		    int n, int nb, __m256i (*wa)[NBMAX], float (*dw)[NBMAX])
+/* row: the outputs of weight row p (the next rows rb bytes apart) for the
+ * S sets of 8 activation rows (n in all), row r's at out[r * ldo]; wa and
+ * dw are the row's buffers (wrow). One weight row at a time: two rows a
+ * step (sharing the activation loads) measured no faster, as gcc then
+ * kept the float accumulators on the stack. The row PF rows ahead is
+ * prefetched block by block (without it a third of the time went to
+ * waiting for the row's bytes in wrow; 8 rows measured faster than 2 or 4,
+ * no slower than 16 or 32). */
+XR_INLINE void row(const int S, float *out, size_t ldo, const xrows *x, const uint8_t *p, size_t rb, int n, int nb,
+		   __m256i *wa, float *dw)
 {
-	const uint8_t *p[4];
-	XR_UNROLL for (int r = 0; r < R; r++) {
-		p[r] = w + (size_t)r * rb;
-		wrow(wa[r], dw[r], p[r], nb);
-	}
+	wrow(wa, dw, p, nb);
 	const __m256i ones = _mm256_set1_epi16(1);
-	__m256 y[4][SETS], z[4][SETS];
-	XR_UNROLL for (int r = 0; r < R; r++)
-		XR_UNROLL for (int s = 0; s < S; s++)
-			y[r][s] = z[r][s] = _mm256_setzero_ps();
+	__m256 y[SETS], z[SETS];
+	XR_UNROLL for (int s = 0; s < S; s++)
+		y[s] = z[s] = _mm256_setzero_ps();
 	for (int b = 0; b < nb; b++) {
-		__m256i acc[4][SETS];
-		XR_UNROLL for (int r = 0; r < R; r++)
-			XR_UNROLL for (int s = 0; s < S; s++)
-				acc[r][s] = x->c[b][s];
-		const uint8_t *ab[4], *qb[4];
-		XR_UNROLL for (int r = 0; r < R; r++) {
-			ab[r] = (const uint8_t *)&wa[r][b];
-			qb[r] = p[r] + (size_t)b * QB + 2;
-			_mm_prefetch((const char *)qb[r] + PF * rb, _MM_HINT_T0);
-		}
+		__m256i acc[SETS];
+		XR_UNROLL for (int s = 0; s < S; s++)
+			acc[s] = x->c[b][s];
+		const uint8_t *ab = (const uint8_t *)&wa[b], *qb = p + (size_t)b * QB + 2;
+		_mm_prefetch((const char *)qb + PF * rb, _MM_HINT_T0);
 		XR_UNROLL for (int j = 0; j < 8; j++) {
-			__m256i xv[SETS];
-			XR_UNROLL for (int s = 0; s < S; s++)
-				xv[s] = _mm256_load_si256(&x->q[b][s][j]);
-			XR_UNROLL for (int r = 0; r < R; r++) {
-				__m256i a = _mm256_set1_epi32(*(const xr_i32 *)(ab[r] + 4 * j));
-				__m256i q = _mm256_set1_epi32(*(const xr_i32 *)(qb[r] + 4 * j));
-				XR_UNROLL for (int s = 0; s < S; s++) {
-					__m256i t = _mm256_maddubs_epi16(a, _mm256_sign_epi8(xv[s], q));
-					acc[r][s] = _mm256_add_epi32(acc[r][s], _mm256_madd_epi16(t, ones));
-				}
+			__m256i a = _mm256_set1_epi32(*(const xr_i32 *)(ab + 4 * j));
+			__m256i q = _mm256_set1_epi32(*(const xr_i32 *)(qb + 4 * j));
+			XR_UNROLL for (int s = 0; s < S; s++) {
+				__m256i t = _mm256_maddubs_epi16(
+					a, _mm256_sign_epi8(_mm256_load_si256(&x->q[b][s][j]), q));
+				acc[s] = _mm256_add_epi32(acc[s], _mm256_madd_epi16(t, ones));
 			}
 		}
-		XR_UNROLL for (int r = 0; r < R; r++) {
-			__m256 d = _mm256_set1_ps(dw[r][b]), mw = _mm256_mul_ps(d, _mm256_set1_ps(-128.0f));
-			XR_UNROLL for (int s = 0; s < S; s++) {
-				y[r][s] = _mm256_fmadd_ps(_mm256_mul_ps(d, x->d[b][s]), _mm256_cvtepi32_ps(acc[r][s]),
-							  y[r][s]);
-				z[r][s] = _mm256_fmadd_ps(mw, x->s[b][s], z[r][s]);
-			}
+		__m256 d = _mm256_set1_ps(dw[b]), mw = _mm256_mul_ps(d, _mm256_set1_ps(-128.0f));
+		XR_UNROLL for (int s = 0; s < S; s++) {
+			y[s] = _mm256_fmadd_ps(_mm256_mul_ps(d, x->d[b][s]), _mm256_cvtepi32_ps(acc[s]), y[s]);
+			z[s] = _mm256_fmadd_ps(mw, x->s[b][s], z[s]);
 		}
 	}
-	XR_UNROLL for (int r = 0; r < R; r++)
-		XR_UNROLL for (int s = 0; s < S; s++) {
-			float v[8];
-			_mm256_storeu_ps(v, _mm256_add_ps(y[r][s], z[r][s]));
-			for (int i = 0; i < 8 && 8 * s + i < n; i++)
-				out[(size_t)(8 * s + i) * ldo + r] = v[i];
-		}
+	XR_UNROLL for (int s = 0; s < S; s++) {
+		float v[8];
+		_mm256_storeu_ps(v, _mm256_add_ps(y[s], z[s]));
+		for (int i = 0; i < 8 && 8 * s + i < n; i++)
+			out[(size_t)(8 * s + i) * ldo] = v[i];
+	}
 }
-
-/* R2: weight rows per step with one set of 8 activation rows (two with
- * two sets) */
-enum { R1 = 2, R2 = 1 };
 
 __attribute__((target("avx2,fma,f16c"))) void pm_qmm_q8_0_xrows_avx2(float *out, size_t ldo, const void *xq,
 								      size_t xs, const pm_weight *w, int n, int m0,
@@ -169,18 +152,14 @@ __attribute__((target("avx2,fma,f16c"))) void pm_qmm_q8_0_xrows_avx2(float *out,
 	int nb = w->cols / 32, sets = (n + 7) / 8;
 	size_t rb = w->row_bytes;
 	xrows x;
-	__m256i wa[R1][NBMAX];
-	float dw[R1][NBMAX];
+	__m256i wa[NBMAX];
+	float dw[NBMAX];
 	interleave(&x, xq, xs, n, nb, sets);
-	int m = m0;
-	if (sets == 1) {
-		for (; m + R1 <= m1; m += R1)
-			rows(R1, 1, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
-		for (; m < m1; m++)
-			rows(1, 1, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
-	} else {
-		for (; m < m1; m += R2)
-			rows(R2, 2, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
+	for (int m = m0; m < m1; m++) {
+		if (sets == 1)
+			row(1, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
+		else
+			row(2, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
 	}
 }
 #else
