@@ -1,7 +1,8 @@
 /*
  * qmm_q8_0_xrows_avx2.c: the AVX2 batch kernel of Q8_0 for small batches
- * (2 .. PM_Q8_XROWS_MAXN activation rows: batched decode), with the
- * activation rows, not the weight rows, interleaved in the lanes.
+ * (up to PM_Q8_XROWS_MAXN activation rows: batched decode; qmm_32_avx2.c
+ * hands it those pm_q8_xrows_takes picks), with the activation rows, not
+ * the weight rows, interleaved in the lanes.
  *
  * qmm_32_avx2.c's tile interleaves 8 weight rows per block (a transpose,
  * the codes' absolute values, 16 stores) and shares that work among the
@@ -30,14 +31,15 @@
  * past n in the last set) hold zero codes and scales and are not stored.
  *
  * The interleaved activations live on the stack (PM_Q8_XROWS_MAXNB blocks
- * of up to 16 rows, 48 KiB); wider rows take qmm_32_avx2.c's tile.
+ * of up to 16 rows, 44 KiB, and a weight row's 2 KiB); wider rows take
+ * qmm_32_avx2.c's tile.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <string.h>
 
 #include "actquant.h"
-#include "qmm_32_avx2.h"
+#include "qmm_q8_0_xrows_avx2.h"
 #include "qmm_transpose.h"
 
 #define XR_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))

@@ -17,7 +17,7 @@
 #include "actquant.h"
 #include "kernels.h"
 #include "matmul.h"
-#include "qmm_32_avx2.h"
+#include "qmm_q8_0_xrows_avx2.h"
 #include "weights.h"
 
 #include <math.h>
