@@ -41,7 +41,9 @@
  * (kernel alone, default shapes, no faster in alternating runs): 5 or 6
  * rows a pass, a 16-row tile (two interleaved halves per broadcast),
  * vbroadcasti128 + vpshufd instead of a 32-bit broadcast per group, z
- * back in the y pass.
+ * back in the y pass. Q8_0 batches of 8 and 14 to 16 rows (batched
+ * decode) go to qmm_q8_0_xrows_avx2.c instead, which interleaves the
+ * activation rows and not the weights (pm_q8_xrows_takes).
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -49,6 +51,7 @@
 
 #include "actquant.h"
 #include "qmm_32_avx2.h"
+#include "qmm_q8_0_xrows_avx2.h"
 #include "qmm_transpose.h"
 
 #define A2_ATTR __attribute__((target("avx2,fma,f16c")))
@@ -368,6 +371,10 @@ A2_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t 
 		     int m0, int m1)
 {
 	int nb = w->cols / 32;
+	if (T == Q8_0 && pm_q8_xrows_takes(n, nb)) {
+		pm_qmm_q8_0_xrows_avx2(out, ldo, x, xs, w, n, m0, m1);
+		return;
+	}
 	size_t rb = w->row_bytes;
 	int32_t x128[T == Q8_0 ? XCHUNK * XNB : 1];
 	for (int r0 = 0; r0 < n; r0 += XCHUNK) {

@@ -17,6 +17,7 @@
 #include "actquant.h"
 #include "kernels.h"
 #include "matmul.h"
+#include "qmm_q8_0_xrows_avx2.h"
 #include "weights.h"
 
 #include <math.h>
@@ -573,6 +574,93 @@ static int test_qmm_avx2_tiles(void)
 	return cases;
 }
 
+/* test_qmm_q8_xrows: qmm_q8_0_xrows_avx2.c's Q8_0 kernel for batches of 8,
+ * 14, 15 and 16 rows (one full 8-row set; two sets with 2, 1 or 0 padding
+ * lanes) gives bitwise what the weight-row tile gives for the same rows
+ * (the first rows of a batch past its reach, 20), each row alone (decode),
+ * and any split of the weight rows, over k of 1 block, 37 blocks and its
+ * widest 64, and 65 blocks (past it: the tile's path); the weights are
+ * allocated to their exact size, so ASan sees a read past the matrix (the
+ * kernel's prefetches run ahead, but a prefetch never faults), and every
+ * code value, -128 included, occurs. Also the kernel called directly
+ * (pm_q8_xrows_takes is the caller's choice) at 2 .. 16 rows against the
+ * tile. Returns the cases checked. */
+#if defined(__x86_64__) && defined(__GNUC__)
+static int test_qmm_q8_xrows(void)
+{
+	static const int ks[] = {32, 32 * 37, 32 * PM_Q8_XROWS_MAXNB, 32 * (PM_Q8_XROWS_MAXNB + 1)};
+	static const int ns[] = {8, 14, 15, 16};
+	enum { M = 13, N = 20, KMAX = 32 * (PM_Q8_XROWS_MAXNB + 1) };
+	static float x[N * KMAX], big[N * M], out[N * M], one[M], part[N * M];
+	static char scratch[N * KMAX * 2];
+	pm_qmm q = pm_qmm_32_isa(PM_TYPE_Q8_0, PM_ISA_AVX2);
+	int cases = 0;
+	if (!q.fn)
+		return 0;
+	for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+		int K = ks[ki];
+		size_t rb = pm_type_row_bytes(PM_TYPE_Q8_0, K);
+		uint8_t *wb = malloc(rb * M);
+		CHECK(wb != NULL, "malloc");
+		if (!wb)
+			return cases;
+		random_rows(wb, PM_TYPE_Q8_0, M, K);
+		for (int i = 0; i < 256 && i < K; i++) /* every code, -128 included */
+			wb[(size_t)(i / 32) * 34 + 2 + (size_t)(i % 32)] = (uint8_t)i;
+		for (int i = 0; i < N * K; i++)
+			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+		pm_weight w = {wb, PM_TYPE_Q8_0, M, K, rb};
+		CHECK(!pm_q8_xrows_takes(N, K / 32), "a batch of %d took the xrows kernel", N);
+		pm_matmul_q(q, big, M, x, K, &w, N, 0, M, scratch);
+		for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+			int n = ns[ni];
+			CHECK(pm_q8_xrows_takes(n, K / 32) == (K / 32 <= PM_Q8_XROWS_MAXNB),
+			      "k %d: a batch of %d: xrows choice", K, n);
+			pm_matmul_q(q, out, M, x, K, &w, n, 0, M, scratch);
+			CHECK(memcmp(out, big, sizeof(float) * (size_t)(n * M)) == 0,
+			      "q8 xrows k %d: a batch of %d != the first rows of a batch of %d", K, n, N);
+			static const int cuts[][4] = {{0, 1, 6, M}, {0, 5, 12, M}};
+			for (int c = 0; c < 2; c++) {
+				memset(part, 0xff, sizeof part);
+				for (int p = 0; p < 3; p++)
+					pm_matmul_q(q, part, M, x, K, &w, n, cuts[c][p], cuts[c][p + 1], scratch);
+				CHECK(memcmp(part, out, sizeof(float) * (size_t)(n * M)) == 0,
+				      "q8 xrows k %d, %d rows: a split changed a result", K, n);
+			}
+			cases++;
+		}
+		for (int r = 0; r < 16; r++) {
+			pm_matmul_q(q, one, M, x + (size_t)r * K, K, &w, 1, 0, M, scratch);
+			CHECK(memcmp(one, big + (size_t)r * M, sizeof one) == 0,
+			      "q8 xrows k %d: row %d alone != in a batch of %d", K, r, N);
+		}
+		/* the kernel itself at every row count it can take (the
+		 * activations of the big batch, quantized by the last call) */
+		if (K / 32 <= PM_Q8_XROWS_MAXNB) {
+			pm_matmul_q(q, big, M, x, K, &w, N, 0, M, scratch);
+			size_t xs = pm_act_row_bytes(32, K);
+			for (int n = 2; n <= PM_Q8_XROWS_MAXN; n++) {
+				memset(part, 0xff, sizeof part);
+				pm_qmm_q8_0_xrows_avx2(part, M, scratch, xs, &w, n, 0, 7);
+				pm_qmm_q8_0_xrows_avx2(part, M, scratch, xs, &w, n, 7, M);
+				CHECK(memcmp(part, big, sizeof(float) * (size_t)(n * M)) == 0,
+				      "q8 xrows k %d: the kernel at %d rows != the tile", K, n);
+				CHECK(((const uint32_t *)part)[n * M] == 0xffffffffu,
+				      "q8 xrows k %d: the kernel at %d rows wrote past its rows", K, n);
+				cases++;
+			}
+		}
+		free(wb);
+	}
+	return cases;
+}
+#else
+static int test_qmm_q8_xrows(void)
+{
+	return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -611,6 +699,9 @@ int main(int argc, char **argv)
 		printf("integer avx2 batch tiles: == rows alone, splits (%d cases)\n", test_qmm_avx2_tiles());
 	if (pm_kernels_avx2())
 		printf("integer decode: == batch, splits, AVX2 == VNNI (%d cases)\n", test_qmm_decode());
+	if (pm_kernels_avx2())
+		printf("integer avx2 Q8_0 xrows batches: == tile, rows alone, splits (%d cases)\n",
+		       test_qmm_q8_xrows());
 	if (fails) {
 		fprintf(stderr, "test_quant: %d failures\n", fails);
 		return 1;

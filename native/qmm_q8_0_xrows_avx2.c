@@ -1,0 +1,169 @@
+/*
+ * qmm_q8_0_xrows_avx2.c: the AVX2 batch kernel of Q8_0 for small batches
+ * (up to PM_Q8_XROWS_MAXN activation rows: batched decode; qmm_32_avx2.c
+ * hands it those pm_q8_xrows_takes picks), with the activation rows, not
+ * the weight rows, interleaved in the lanes.
+ *
+ * qmm_32_avx2.c's tile interleaves 8 weight rows per block (a transpose,
+ * the codes' absolute values, 16 stores) and shares that work among the
+ * batch's rows. At 8 rows it is not shared enough: on smollm2-135m Q8_0
+ * at batch 8 a third of the kernel's time went to the interleave and the
+ * burst of next-tile prefetches that comes with it. Here lane i of a
+ * register holds activation row i (8 rows a set, up to 2 sets), so the
+ * activations are interleaved once per call, and each weight row is read
+ * as it lies in memory: 4 of its codes broadcast per group, against every
+ * row of the set at once. One weight row's outputs for 8 activation rows
+ * are then the 8 lanes of one accumulator.
+ *
+ * The integer step is qmm_32_avx2.c's sign trick with the roles of its
+ * operands the same (the weight codes' |q| unsigned, the activation codes
+ * given q's signs): a weight code may be -128, whose negation does not
+ * fit a signed byte, while activation codes are within +-127. |q| of a
+ * weight row's blocks is taken once per row into a small buffer in L1
+ * (and its scales converted to float), so the inner step per group and
+ * weight row is two 32-bit broadcasts, vpsignb, vpmaddubsw, vpmaddwd and
+ * an add. S gets 128 * (the activation block's code sum), so it is the
+ * sum over (q + 128) * q_x that every other build takes, and the float
+ * steps per block are qmm_32_x86.h's, lane by lane: y = fmadd(d_w * d_x,
+ * float(S), y), z = fmadd(-128 * d_w, s_x, z), out y + z. Each output is
+ * therefore bitwise what the decode path and the other tiles give, for any
+ * n, padding lane or split (test_quant.c checks it). Padding lanes (rows
+ * past n in the last set) hold zero codes and scales and are not stored.
+ *
+ * The interleaved activations live on the stack (PM_Q8_XROWS_MAXNB blocks
+ * of up to 16 rows, 44 KiB, and a weight row's 2 KiB); wider rows take
+ * qmm_32_avx2.c's tile.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "actquant.h"
+#include "qmm_q8_0_xrows_avx2.h"
+#include "qmm_transpose.h"
+
+#define XR_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#define XR_UNROLL _Pragma("GCC unroll 8")
+
+enum { QB = 34, PF = 8, SETS = PM_Q8_XROWS_MAXN / 8, NBMAX = PM_Q8_XROWS_MAXNB };
+
+/* the activations of one call, interleaved: block b, set s, group j holds
+ * codes 4j .. 4j+3 of row 8s + i in lane i */
+typedef struct {
+	__m256i q[NBMAX][SETS][8];
+	__m256 d[NBMAX][SETS];	  /* the rows' scales */
+	__m256 s[NBMAX][SETS];	  /* d * sum(q) */
+	__m256i c[NBMAX][SETS];	  /* 128 * sum(q) */
+} xrows;
+
+typedef int32_t __attribute__((may_alias, aligned(1))) xr_i32;
+
+/* interleave: the n rows at xq (xs bytes apart; nb blocks each) into x */
+XR_INLINE void interleave(xrows *x, const char *xq, size_t xs, int n, int nb, int sets)
+{
+	const __m256i one8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+	for (int b = 0; b < nb; b++)
+		for (int s = 0; s < sets; s++) {
+			__m256i u[8];
+			float d[8], sx[8];
+			XR_UNROLL for (int i = 0; i < 8; i++) {
+				int r = 8 * s + i;
+				if (r < n) {
+					const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + b;
+					u[i] = _mm256_loadu_si256((const __m256i *)a->q);
+					d[i] = a->d;
+					sx[i] = a->s;
+				} else {
+					u[i] = _mm256_setzero_si256();
+					d[i] = sx[i] = 0.0f;
+				}
+			}
+			pm_transpose8x32(x->q[b][s], u);
+			/* each lane's code sum: 8 groups of 4 codes, at most
+			 * 2 * 127 per int16 half and group, so int16 holds it */
+			__m256i t = _mm256_setzero_si256();
+			XR_UNROLL for (int j = 0; j < 8; j++)
+				t = _mm256_add_epi16(t, _mm256_maddubs_epi16(one8, x->q[b][s][j]));
+			x->c[b][s] = _mm256_slli_epi32(_mm256_madd_epi16(t, ones), 7);
+			x->d[b][s] = _mm256_loadu_ps(d);
+			x->s[b][s] = _mm256_loadu_ps(sx);
+		}
+}
+
+/* wrow: weight row p's |q| per block into a (32 bytes a block) and its
+ * scales d_w as floats into dw */
+XR_INLINE void wrow(__m256i *a, float *dw, const uint8_t *p, int nb)
+{
+	for (int b = 0; b < nb; b++) {
+		uint16_t h;
+		memcpy(&h, p + (size_t)b * QB, 2);
+		dw[b] = _cvtsh_ss(h);
+		a[b] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(p + (size_t)b * QB + 2)));
+	}
+}
+
+/* row: the outputs of weight row p (the next rows rb bytes apart) for the
+ * S sets of 8 activation rows (n in all), row r's at out[r * ldo]; wa and
+ * dw are the row's buffers (wrow). One weight row at a time: two rows a
+ * step (sharing the activation loads) measured no faster, as gcc then
+ * kept the float accumulators on the stack. The row PF rows ahead is
+ * prefetched block by block (without it a third of the time went to
+ * waiting for the row's bytes in wrow; 8 rows measured faster than 2 or 4,
+ * no slower than 16 or 32). */
+XR_INLINE void row(const int S, float *out, size_t ldo, const xrows *x, const uint8_t *p, size_t rb, int n, int nb,
+		   __m256i *wa, float *dw)
+{
+	wrow(wa, dw, p, nb);
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256 y[SETS], z[SETS];
+	XR_UNROLL for (int s = 0; s < S; s++)
+		y[s] = z[s] = _mm256_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m256i acc[SETS];
+		XR_UNROLL for (int s = 0; s < S; s++)
+			acc[s] = x->c[b][s];
+		const uint8_t *ab = (const uint8_t *)&wa[b], *qb = p + (size_t)b * QB + 2;
+		_mm_prefetch((const char *)qb + PF * rb, _MM_HINT_T0);
+		XR_UNROLL for (int j = 0; j < 8; j++) {
+			__m256i a = _mm256_set1_epi32(*(const xr_i32 *)(ab + 4 * j));
+			__m256i q = _mm256_set1_epi32(*(const xr_i32 *)(qb + 4 * j));
+			XR_UNROLL for (int s = 0; s < S; s++) {
+				__m256i t = _mm256_maddubs_epi16(
+					a, _mm256_sign_epi8(_mm256_load_si256(&x->q[b][s][j]), q));
+				acc[s] = _mm256_add_epi32(acc[s], _mm256_madd_epi16(t, ones));
+			}
+		}
+		__m256 d = _mm256_set1_ps(dw[b]), mw = _mm256_mul_ps(d, _mm256_set1_ps(-128.0f));
+		XR_UNROLL for (int s = 0; s < S; s++) {
+			y[s] = _mm256_fmadd_ps(_mm256_mul_ps(d, x->d[b][s]), _mm256_cvtepi32_ps(acc[s]), y[s]);
+			z[s] = _mm256_fmadd_ps(mw, x->s[b][s], z[s]);
+		}
+	}
+	XR_UNROLL for (int s = 0; s < S; s++) {
+		float v[8];
+		_mm256_storeu_ps(v, _mm256_add_ps(y[s], z[s]));
+		for (int i = 0; i < 8 && 8 * s + i < n; i++)
+			out[(size_t)(8 * s + i) * ldo] = v[i];
+	}
+}
+
+__attribute__((target("avx2,fma,f16c"))) void pm_qmm_q8_0_xrows_avx2(float *out, size_t ldo, const void *xq,
+								      size_t xs, const pm_weight *w, int n, int m0,
+								      int m1)
+{
+	int nb = w->cols / 32, sets = (n + 7) / 8;
+	size_t rb = w->row_bytes;
+	xrows x;
+	__m256i wa[NBMAX];
+	float dw[NBMAX];
+	interleave(&x, xq, xs, n, nb, sets);
+	for (int m = m0; m < m1; m++) {
+		if (sets == 1)
+			row(1, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
+		else
+			row(2, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
+	}
+}
+#else
+typedef int pm_qmm_q8_0_xrows_empty; /* ISO C wants a declaration */
+#endif
