@@ -121,16 +121,7 @@ func TestPenaltiesBatchInvariant(t *testing.T) {
 	for _, specK := range []int{0, 4} {
 		t.Run(fmt.Sprintf("spec=%d", specK), func(t *testing.T) {
 			e := open(t, func(c *Config) { c.BMax = 4; c.SpecK = specK; c.PrefillChunk = 16 })
-			reqs := make([]*request, n)
-			for i := range reqs {
-				reqs[i] = mk(i)
-			}
-			run(t, e, reqs, 2)
-			for i, r := range reqs {
-				if !slices.Equal(r.out, want[i]) {
-					t.Errorf("request %d (%+v): batched %v\nreference %v", i, r.p, r.out, want[i])
-				}
-			}
+			runWant(t, e, mk, want)
 		})
 	}
 }

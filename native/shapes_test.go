@@ -263,16 +263,8 @@ func TestShapesGreedyAndBatching(t *testing.T) {
 			for _, threads := range []int{1, 2} {
 				t.Run(fmt.Sprintf("%s/spec=%d/threads=%d", name, specK, threads), func(t *testing.T) {
 					e := openShape(t, name, func(c *Config) { c.BMax = 3; c.SpecK = specK; c.PrefillChunk = 16; c.Threads = threads })
-					reqs := make([]*request, n)
-					for i := range reqs {
-						reqs[i] = mk(i)
-					}
-					run(t, e, reqs, 2)
 					distinct := map[int32]bool{}
-					for i, r := range reqs {
-						if !slices.Equal(r.out, want[i]) {
-							t.Errorf("request %d: batched %v\nreference %v", i, r.out, want[i])
-						}
+					for _, r := range runWant(t, e, mk, want) {
 						for _, tok := range r.out {
 							distinct[tok] = true
 						}

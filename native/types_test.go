@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 
@@ -190,16 +189,7 @@ func TestTypesInvariance(t *testing.T) {
 				e := openTyped(t, typ, func(cfg *Config) {
 					cfg.BMax, cfg.SpecK, cfg.Threads, cfg.PrefillChunk = c.bmax, c.spec, c.threads, 16
 				})
-				reqs := make([]*request, n)
-				for i := range reqs {
-					reqs[i] = mk(i)
-				}
-				run(t, e, reqs, 2)
-				for i, r := range reqs {
-					if !slices.Equal(r.out, want[i]) {
-						t.Errorf("request %d: engine %v\nreference %v", i, r.out, want[i])
-					}
-				}
+				runWant(t, e, mk, want)
 			})
 		}
 	}
@@ -238,16 +228,7 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 				e := openFile(t, path, func(cfg *Config) {
 					cfg.BMax, cfg.SpecK, cfg.Threads, cfg.PrefillChunk = c.bmax, 0, c.threads, 16
 				})
-				reqs := make([]*request, n)
-				for i := range reqs {
-					reqs[i] = mk(i)
-				}
-				run(t, e, reqs, 2)
-				for i, r := range reqs {
-					if !slices.Equal(r.out, want[i]) {
-						t.Errorf("request %d: engine %v\nreference %v", i, r.out, want[i])
-					}
-				}
+				runWant(t, e, mk, want)
 			})
 		}
 	}
