@@ -37,6 +37,7 @@
 #include "engine_internal.h"
 #include "grammar.h"
 #include "grammar_mask.h"
+#include "panels.h"
 
 void pm_engine_config_default(pm_engine_config *c)
 {
@@ -110,6 +111,8 @@ static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config 
 		e->cfg.spec_ngram_min = PM_SPEC_NGRAM_MIN_DEFAULT;
 	if ((rc = forward_select_kernels(e)))
 		return rc;
+	if ((rc = panels_build(e)))
+		return seterr(e, rc, "out of memory repacking the F16 weights into panels");
 	forward_build_geo(e);
 	e->dim = m->dim;
 	e->n_layers = m->n_layers;
@@ -240,6 +243,7 @@ void pm_engine_free(pm_engine *e)
 	free(e->kcache);
 	free(e->vcache);
 	prefix_free(e);
+	panels_free(e);
 	free(e->slots);
 	free(e->tables);
 	free(e->reqs);

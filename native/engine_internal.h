@@ -112,6 +112,12 @@ struct pm_engine {
 	pm_dequant_fn dq[PM_TYPE_COUNT]; /* row dequantizers of the chosen kernel set */
 	pm_qmm qmm[PM_TYPE_COUNT];       /* integer kernels (actquant.h); fn NULL: float path */
 
+	/* the layers' weights as forward.c computes with them (panels.h) */
+	const pm_layer *layers; /* m->layers, or panel_layers */
+	pm_layer *panel_layers; /* [n_layers] copies with repacked matrices, or NULL */
+	void *panel_mem;        /* the repacked matrices' bytes */
+	size_t panel_bytes;
+
 	/* model shape */
 	int dim, n_layers, n_heads, n_kv_heads, hd, qdim, kvdim, ffn, vocab, ctx;
 	float attn_scale;

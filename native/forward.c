@@ -133,8 +133,9 @@ enum { MM_PLAIN, MM_RESIDUAL, MM_SWIGLU };
 /*
  * A matmul job: out_p[n][w_p.rows] = x[n][w_p.cols] . w_p^T for its parts
  * p < np (q, k, v share x; so do gate and up). Chunk c computes rows
- * [tiles*c/nc*4, tiles*(c+1)/nc*4) of every part (tiles = a part's rows / 4,
- * rounded up), then the post step on those columns:
+ * [tiles*c/nc*u, tiles*(c+1)/nc*u) of every part (u: mm_unit, 4 or 8;
+ * tiles = a part's rows / u, rounded up), then the post step on those
+ * columns:
  *   MM_RESIDUAL: e->x[r][m] += out_0[r][m] (the residual add after wo, w_down);
  *   MM_SWIGLU:   out_0[r][m] = silu(out_0[r][m]) * out_1[r][m] (gate, up).
  * Both are elementwise, so the chunking never changes a result (nor does
@@ -184,7 +185,7 @@ static void aq_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 }
 
 /*
- * mm_range: chunk c's rows [m0, m1) of w, in whole tiles of 4 rows. A
+ * mm_range: chunk c's rows [m0, m1) of w, in whole tiles of u rows (mm_unit). A
  * batch (n > 1) cuts the tiles evenly. A decode at batch 1 with its full
  * MM_CHUNKS_PER_THREAD chunks per thread cuts them in geometrically
  * shrinking chunks (e->mm_geo, forward_build_geo): the threads claim chunks in
@@ -193,15 +194,16 @@ static void aq_task(pm_engine *e, const void *arg, int c, int nc, int tid)
  * thread waited up to an eighth of the job's work (two threads) for the
  * other's last chunk, at every one of the ~5 jobs of each layer.
  */
-static void mm_range(const pm_engine *e, const pm_weight *w, int n, int c, int nc, int *m0, int *m1)
+static void mm_range(const pm_engine *e, const pm_weight *w, int u, int n, int c, int nc, int *m0,
+		     int *m1)
 {
-	int m = w->rows, tiles = (m + 3) / 4;
+	int m = w->rows, tiles = (m + u - 1) / u;
 	if (n == 1 && nc == MM_CHUNKS_PER_THREAD * e->cfg.threads) {
-		*m0 = (int)(((uint64_t)tiles * e->mm_geo[c]) >> 24) * 4;
-		*m1 = (int)(((uint64_t)tiles * e->mm_geo[c + 1]) >> 24) * 4;
+		*m0 = (int)(((uint64_t)tiles * e->mm_geo[c]) >> 24) * u;
+		*m1 = (int)(((uint64_t)tiles * e->mm_geo[c + 1]) >> 24) * u;
 	} else {
-		*m0 = (int)((int64_t)tiles * c / nc) * 4;
-		*m1 = (int)((int64_t)tiles * (c + 1) / nc) * 4;
+		*m0 = (int)((int64_t)tiles * c / nc) * u;
+		*m1 = (int)((int64_t)tiles * (c + 1) / nc) * u;
 	}
 	if (*m1 > m)
 		*m1 = m;
@@ -227,13 +229,25 @@ void forward_build_geo(pm_engine *e)
 	e->mm_geo[nc] = 1u << 24;
 }
 
+/* mm_unit: the rows a job's chunks are cut in, 4, or 8 when a part is in
+ * panels (PM_LAYOUT_PANEL8: cut whole). One unit for every part, so the
+ * post step's parts (gate, up) have the same rows [m0, m1) in every chunk
+ * whatever their layouts. */
+static int mm_unit(const mm_job *j)
+{
+	for (int p = 0; p < j->np; p++)
+		if (j->w[p]->layout == PM_LAYOUT_PANEL8)
+			return 8;
+	return 4;
+}
+
 static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 {
 	const mm_job *j = arg;
-	int m0 = 0, m1 = 0;
+	int m0 = 0, m1 = 0, u = mm_unit(j);
 	for (int p = 0; p < j->np; p++) {
 		const pm_weight *w = j->w[p];
-		mm_range(e, w, j->n, c, nc, &m0, &m1);
+		mm_range(e, w, u, j->n, c, nc, &m0, &m1);
 		if (m0 >= m1)
 			continue;
 		size_t ldo = (size_t)w->rows;
@@ -481,7 +495,7 @@ void forward_rows(pm_engine *e, int n, int nl)
 		e->dq[m->tok_embd.type](e->x + (size_t)r * D, pm_weight_row(&m->tok_embd, e->row_tok[r]), D);
 	e->rows_n = n;
 	for (int l = 0; l < e->n_layers; l++) {
-		const pm_layer *L = &m->layers[l];
+		const pm_layer *L = &e->layers[l]; /* the engine's views (panels.h) */
 		rows(e, ROWS_NORM, l, L->attn_norm); /* xb = rmsnorm(x) */
 		mm_job qkv = {{e->q, e->kr, e->vr}, {&L->wq, &L->wk, &L->wv}, e->xb, 3, n, MM_PLAIN, 0};
 		mm_run(e, &qkv);

@@ -8,8 +8,10 @@
  * never on how many rows are in the batch or on which tile or remainder path
  * the row takes. In matmul every output element is one 8-lane accumulator fed
  * k/8 chunks in order (plus one masked tail chunk), reduced by the same tree
- * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) in every path. So a request's logits
- * are bitwise identical whatever else is batched with it. The two sets agree
+ * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) in every path (an F16 matrix an
+ * engine repacked into panels sums in another order, the same in all of
+ * its paths: mm_f16_panel.h). So a request's logits are bitwise identical
+ * whatever else is batched with it. The two sets agree
  * closely but not bitwise (FMA rounds once, the portable set twice).
  */
 #ifndef PM_KERNELS_H

@@ -2,15 +2,16 @@
  * matmul.c: the typed matrix product. For a weight's type it picks the
  * kernel that computes it: the row dequantizer (pm_dequant, declared in
  * weights.h beside the types), the AVX2 batch-1 matvec (matvec.c), the
- * AVX2 float tile product (mm_float.c), the NEON one (mm_float_neon.c) or
- * the dequantize-a-tile path on
- * kernels.h's matmul; and the integer kernel of a type (pm_qmm_for:
+ * AVX2 float tile product (mm_float.c), the F16 panel products
+ * (mm_f16_panel.c: for matrices an engine repacked), the NEON one
+ * (mm_float_neon.c) or the dequantize-a-tile path on kernels.h's matmul; and the integer kernel of a type (pm_qmm_for:
  * qmm_32.c's or qmm_k.c's). It stands above the kernels and the types it
  * dispatches to; none of them calls back into it.
  */
 #include <stdint.h>
 
 #include "matmul.h"
+#include "mm_f16_panel.h"
 #include "mm_float_neon.h"
 
 /* How far ahead (rows: two 4-row tiles) the dequantizing path prefetches
@@ -51,6 +52,15 @@ void pm_matmul_w(const pm_kernels *k, pm_dequant_fn dq, float *out, size_t ldo, 
 		 const pm_weight *w, int n, int m0, int m1, float *scratch)
 {
 	int cols = w->cols;
+	/* an engine puts F16 matrices in panels only for a kernel set that
+	 * runs the panel products (engine_api.c) */
+	if (w->layout == PM_LAYOUT_PANEL8) {
+		if (n == 1)
+			pm_mv_f16_panel(out, x, w, m0, m1);
+		else
+			pm_mm_f16_panel(out, ldo, x, w, n, m0, m1);
+		return;
+	}
 	if (n == 1 && k != &pm_kernels_portable && cols % 32 == 0) {
 		pm_matvec_fn mv = pm_matvec_avx2(w->type);
 		if (mv) {

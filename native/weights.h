@@ -31,19 +31,29 @@ enum {
 	PM_TYPE_COUNT = 40 /* bound of the tables indexed by type */
 };
 
+/* How a matrix's elements lie (pm_weight.layout). */
+enum {
+	PM_LAYOUT_ROWS = 0,   /* row-major, as the file stores them */
+	PM_LAYOUT_PANEL8 = 1, /* F16 only: panels of 8 rows, the rows in the lanes
+			       * (mm_f16_panel.h; an engine's copy, never the file's) */
+};
+
 /*
- * pm_weight is a row-major matrix [rows][cols] of one type: row r is
- * row_bytes bytes at data + r * row_bytes. data points into the file
- * mapping (or, for an F32 tensor the file left misaligned, a loader copy).
+ * pm_weight is a matrix [rows][cols] of one type. In rows (the loader's
+ * layout) row r is row_bytes bytes at data + r * row_bytes. data points
+ * into the file mapping (or, for an F32 tensor the file left misaligned, a
+ * loader copy).
  */
 typedef struct {
 	const void *data;
 	uint32_t type;    /* PM_TYPE_* */
 	int32_t rows, cols;
 	size_t row_bytes; /* pm_type_row_bytes(type, cols) */
+	uint32_t layout;  /* PM_LAYOUT_*: the zero of an initializer is rows */
 } pm_weight;
 
-/* pm_weight_row returns the bytes of row r. */
+/* pm_weight_row returns the bytes of row r (PM_LAYOUT_ROWS; in panels,
+ * of panel r / 8 when r is a multiple of 8). */
 static inline const void *pm_weight_row(const pm_weight *w, int r)
 {
 	return (const uint8_t *)w->data + (size_t)r * w->row_bytes;

@@ -1,0 +1,33 @@
+/*
+ * panels.h: the engine's own copies of the weights it computes with in
+ * another layout than the file's. Today: F16 matrices in panels of 8 rows
+ * (mm_f16_panel.h), for a kernel set that runs the panel products (AVX2,
+ * AVX-VNNI, AVX-512 VNNI: every x86 set but portable). e->layers are the
+ * views forward.c computes with: m->layers when nothing was repacked,
+ * else the engine's copy of them with the repacked matrices swapped in.
+ *
+ * Every matrix a layer multiplies by is repacked when it can be (F16, rows
+ * a multiple of 8), or left in rows, whole: an engine never computes one
+ * matrix both ways, so a row's result never depends on the path it took
+ * (mm_f16_panel.h: the two layouts sum in different orders). The token
+ * embedding and the output matrix stay in rows: the embedding is read by
+ * row (and often is the output matrix).
+ *
+ * The file's pages of a repacked matrix are dropped from the process
+ * (madvise MADV_DONTNEED: the mapping is private and read-only, so a later
+ * read faults the same bytes back in), so an F16 model is not resident
+ * twice.
+ */
+#ifndef PM_PANELS_H
+#define PM_PANELS_H
+
+#include "engine_internal.h"
+
+/* panels_build sets e->layers after forward_select_kernels (e->isa, e->m):
+ * PM_OK, or PM_ERR_NOMEM with e's error set. */
+int panels_build(pm_engine *e);
+
+/* panels_free releases what panels_build allocated (safe on a zeroed e). */
+void panels_free(pm_engine *e);
+
+#endif
