@@ -452,7 +452,8 @@ func TestE2EDebugKernel(t *testing.T) {
 	for _, k := range append([]string{"auto"}, native.CPUKernels()...) {
 		ts := startTiny(t, func(c *Config) { c.Engine.Kernel = k })
 		var m struct {
-			Kernel string `json:"kernel"`
+			Kernel        string `json:"kernel"`
+			F16PanelBytes *int64 `json:"f16_panel_bytes"`
 		}
 		if err := json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m); err != nil {
 			t.Fatal(err)
@@ -463,6 +464,9 @@ func TestE2EDebugKernel(t *testing.T) {
 		}
 		if m.Kernel != want || !slices.Contains(native.CPUKernels(), m.Kernel) {
 			t.Errorf("engine.kernel %q: /debug/engine_metrics kernel %q, want %q", k, m.Kernel, want)
+		}
+		if m.F16PanelBytes == nil || *m.F16PanelBytes != ts.d.info.F16PanelBytes {
+			t.Errorf("engine.kernel %q: /debug/engine_metrics f16_panel_bytes %v, want %d", k, m.F16PanelBytes, ts.d.info.F16PanelBytes)
 		}
 		ts.shutdown()
 	}

@@ -99,16 +99,18 @@ func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// debugBody is /debug/engine_metrics: the snapshot and the kernel path
-// the engine computes with (native.Kernels; engine.kernel chose it).
+// debugBody is /debug/engine_metrics: the snapshot, the kernel path the
+// engine computes with (native.Kernels; engine.kernel chose it) and the
+// bytes of F16 weights it computes with in panels.
 type debugBody struct {
 	*schema.EngineBody
-	Kernel string `json:"kernel"`
+	Kernel        string `json:"kernel"`
+	F16PanelBytes int64  `json:"f16_panel_bytes"` // native.ModelInfo.F16PanelBytes
 }
 
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
 // shape (schema.EngineBody), with the emitter's events_dropped and the
-// kernel path in use ("kernel"). Its steps list is empty: step records go
+// kernel path in use ("kernel", with "f16_panel_bytes"). Its steps list is empty: step records go
 // to the sidecar.
 func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 	b := d.loop.snapshot()
@@ -116,7 +118,7 @@ func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 		errShuttingDown.write(ctx)
 		return
 	}
-	out, err := json.Marshal(debugBody{b, d.info.Kernel})
+	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes})
 	if err != nil {
 		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
 		return

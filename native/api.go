@@ -149,6 +149,11 @@ type ModelInfo struct {
 	Tokens        []string // tokenizer.ggml.tokens, by id
 	ChatTemplate  string   // tokenizer.chat_template ("" if absent)
 	Kernel        string   // the kernel path in use: one of Kernels
+	// F16PanelBytes (an open engine's Info) is the bytes of F16 matrices
+	// the engine repacked into panels of 8 rows, the layout its x86 F16
+	// kernels compute with; 0 when it computes in the file's rows
+	// (portable, NEON, or no F16 matrix whose rows are whole panels).
+	F16PanelBytes int64
 }
 
 // ID identifies a submitted request within one engine.

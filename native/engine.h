@@ -226,6 +226,11 @@ int pm_kernel_runs(int32_t kernel);
  * with: "avx512vnni", "avxvnni", "avx2", "neon" or "portable". */
 int pm_engine_kernel_name(const pm_engine *e, const char **name);
 
+/* pm_engine_f16_panel_bytes sets *bytes to the bytes of F16 weights the
+ * engine repacked into panels of 8 rows and computes with in that layout
+ * (mm_f16_panel.h): 0 when it computes every matrix in the file's rows. */
+int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes);
+
 /*
  * pm_engine_submit copies prompt[0..n) and p, and admits the request into a
  * free slot at once when nobody waits and the KV cache has room; otherwise

@@ -395,6 +395,14 @@ int pm_engine_kernel_name(const pm_engine *e, const char **name)
 	return PM_OK;
 }
 
+int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes)
+{
+	if (!e || !bytes)
+		return PM_ERR_ARG;
+	*bytes = e->panel_bytes;
+	return PM_OK;
+}
+
 static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
 {
 	for (int i = 0; i < n; i++)

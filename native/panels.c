@@ -55,6 +55,7 @@ int panels_build(pm_engine *e)
 		return PM_ERR_NOMEM; /* the caller names it */
 	}
 	uint8_t *at = e->panel_mem;
+	size_t packed = 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *P = &e->panel_layers[l];
 		*P = m->layers[l];
@@ -69,10 +70,11 @@ int panels_build(pm_engine *e)
 			w->data = at;
 			w->layout = PM_LAYOUT_PANEL8;
 			at += (n + 63) / 64 * 64;
+			packed += n;
 		}
 	}
 	e->layers = e->panel_layers;
-	e->panel_bytes = bytes;
+	e->panel_bytes = packed;
 	return PM_OK;
 }
 

@@ -114,7 +114,9 @@ func TestTypesWeightsAsStored(t *testing.T) {
 // reference compute with the same dequantized weights, so what remains is
 // float32 against float64 arithmetic, and it does not grow with the
 // quantization error. Measured 2.1e-6 .. 3.8e-6 for every float-activation
-// type and both kernel sets; 1e-5 (as the F32 test) leaves 2.6x.
+// type and both kernel sets, 5.1e-6 for F16 on x86 (in panels: one fma
+// chain per output, mm_f16_panel.h, rounds more than 8 lanes and a tree);
+// 1e-5 (as the F32 test) leaves 2x.
 //
 // Types with int8 activations (actquant.h: every quantized type, Q8_0,
 // Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants) add one effect: an activation whose x/d
@@ -230,6 +232,42 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 				})
 				runWant(t, e, mk, want)
 			})
+		}
+	}
+}
+
+// TestTypesF16Panels: an engine on an x86 kernel path computes every F16
+// layer matrix whose rows are whole panels of 8 in panels (mm_f16_panel.h),
+// and says how many bytes it repacked (Info().F16PanelBytes); on the
+// portable path, or for a file without F16 matrices, it repacks nothing.
+// The token embedding and the output matrix stay in rows. Logits and
+// greedy tokens in panels are held to the reference by
+// TestTypesLogitsMatchReference and TestTypesInvariance.
+func TestTypesF16Panels(t *testing.T) {
+	for _, typ := range []string{"f16", "f32", "q8_0"} {
+		path, _ := typedModel(t, typ)
+		f, err := ReadGGUF(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var panels int64
+		for _, ts := range f.Tensors {
+			if len(ts.Dims) == 2 && ts.Type == 1 && ts.Dims[1]%8 == 0 && ts.Name != "token_embd.weight" && ts.Name != "output.weight" {
+				panels += int64(len(ts.Data))
+			}
+		}
+		if typ == "f16" && panels == 0 {
+			t.Fatalf("%s: no F16 matrix with whole panels: the test checks nothing", typ)
+		}
+		for _, kernel := range CPUKernels() {
+			e := openTyped(t, typ, func(c *Config) { c.Kernel = kernel })
+			want := panels
+			if kernel == "portable" || kernel == "neon" {
+				want = 0
+			}
+			if got := e.Info().F16PanelBytes; got != want {
+				t.Errorf("%s on %s: F16PanelBytes %d, want %d", typ, kernel, got, want)
+			}
 		}
 	}
 }

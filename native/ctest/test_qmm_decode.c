@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 				if (!wb)
 					return 1;
 				fill(wb, ty, M, K);
-				pm_weight w = {wb, ty, M, K, rb};
+				pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS};
 				for (int it = 0; it < 2; it++) {
 					for (int i = 0; i < N * K; i++)
 						x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
