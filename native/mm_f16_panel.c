@@ -261,31 +261,24 @@ AVX2 void pm_mm_f16_panel(float *out, size_t ldo, const float *x, const pm_weigh
 				float *o = or0 + (size_t)r * ldo + 8 * p;
 				const float *xr = xr0 + (size_t)r * k;
 				int R = pass_rows(rn - r, NP == 2 ? 6 : 12);
+#define TILE_R(NPC, RC)                                                        \
+	case RC:                                                               \
+		tile(NPC, RC, o, ldo, xr, k, pan, ps, pf);                    \
+		break;
 				if (NP == 2) {
 					switch (R) {
-					case 6: tile(2, 6, o, ldo, xr, k, pan, ps, pf); break;
-					case 5: tile(2, 5, o, ldo, xr, k, pan, ps, pf); break;
-					case 4: tile(2, 4, o, ldo, xr, k, pan, ps, pf); break;
-					case 3: tile(2, 3, o, ldo, xr, k, pan, ps, pf); break;
-					case 2: tile(2, 2, o, ldo, xr, k, pan, ps, pf); break;
+						TILE_R(2, 6) TILE_R(2, 5) TILE_R(2, 4) TILE_R(2, 3) TILE_R(2, 2)
 					default: tile(2, 1, o, ldo, xr, k, pan, ps, pf); break;
 					}
 				} else {
 					switch (R) {
-					case 12: tile(1, 12, o, ldo, xr, k, pan, ps, pf); break;
-					case 11: tile(1, 11, o, ldo, xr, k, pan, ps, pf); break;
-					case 10: tile(1, 10, o, ldo, xr, k, pan, ps, pf); break;
-					case 9: tile(1, 9, o, ldo, xr, k, pan, ps, pf); break;
-					case 8: tile(1, 8, o, ldo, xr, k, pan, ps, pf); break;
-					case 7: tile(1, 7, o, ldo, xr, k, pan, ps, pf); break;
-					case 6: tile(1, 6, o, ldo, xr, k, pan, ps, pf); break;
-					case 5: tile(1, 5, o, ldo, xr, k, pan, ps, pf); break;
-					case 4: tile(1, 4, o, ldo, xr, k, pan, ps, pf); break;
-					case 3: tile(1, 3, o, ldo, xr, k, pan, ps, pf); break;
-					case 2: tile(1, 2, o, ldo, xr, k, pan, ps, pf); break;
+						TILE_R(1, 12) TILE_R(1, 11) TILE_R(1, 10) TILE_R(1, 9) TILE_R(1, 8)
+						TILE_R(1, 7) TILE_R(1, 6) TILE_R(1, 5) TILE_R(1, 4) TILE_R(1, 3)
+						TILE_R(1, 2)
 					default: tile(1, 1, o, ldo, xr, k, pan, ps, pf); break;
 					}
 				}
+#undef TILE_R
 				pf = NULL;
 				r += R;
 			}
