@@ -133,7 +133,7 @@ enum { MM_PLAIN, MM_RESIDUAL, MM_SWIGLU };
 /*
  * A matmul job: out_p[n][w_p.rows] = x[n][w_p.cols] . w_p^T for its parts
  * p < np (q, k, v share x; so do gate and up). Chunk c computes rows
- * [tiles*c/nc*u, tiles*(c+1)/nc*u) of every part (u: mm_unit, 4 or 8;
+ * [tiles*c/nc*u, tiles*(c+1)/nc*u) of every part (u: mm_unit, 4 or 16;
  * tiles = a part's rows / u, rounded up), then the post step on those
  * columns:
  *   MM_RESIDUAL: e->x[r][m] += out_0[r][m] (the residual add after wo, w_down);
@@ -229,15 +229,18 @@ void forward_build_geo(pm_engine *e)
 	e->mm_geo[nc] = 1u << 24;
 }
 
-/* mm_unit: the rows a job's chunks are cut in, 4, or 8 when a part is in
- * panels (PM_LAYOUT_PANEL8: cut whole). One unit for every part, so the
- * post step's parts (gate, up) have the same rows [m0, m1) in every chunk
- * whatever their layouts. */
+/* mm_unit: the rows a job's chunks are cut in, 4, or 16 when a part is in
+ * panels (PM_LAYOUT_PANEL8): whole 2-panel tiles, and whole 64-byte lines
+ * of the output rows (engine_api.c: alloc_lines), so the threads never
+ * write one line (F16 prefill at two threads, alternating pmbench on AMD
+ * EPYC Zen 3: 1.02-1.05x against 8 and calloc's buffers). One unit for
+ * every part, so the post step's parts (gate, up) have the same rows
+ * [m0, m1) in every chunk whatever their layouts. */
 static int mm_unit(const mm_job *j)
 {
 	for (int p = 0; p < j->np; p++)
 		if (j->w[p]->layout == PM_LAYOUT_PANEL8)
-			return 8;
+			return 16;
 	return 4;
 }
 
