@@ -109,19 +109,16 @@ static void *alloc_lines(size_t n, size_t size)
 	return p;
 }
 
-#define ALLOC_LINES(ptr, n)                                                             \
+/* ALLOC_BY sets ptr to fn(n, sizeof *ptr) (alloc or alloc_lines), or
+ * returns PM_ERR_NOMEM from the caller, naming ptr. */
+#define ALLOC_BY(fn, ptr, n)                                                            \
 	do {                                                                            \
-		if (!((ptr) = alloc_lines((size_t)(n), sizeof *(ptr))))                 \
+		if (!((ptr) = fn((size_t)(n), sizeof *(ptr))))                          \
 			return seterr(e, PM_ERR_NOMEM, "out of memory allocating %s (%zu x %zu bytes)", \
 				      #ptr, (size_t)(n), sizeof *(ptr));                \
 	} while (0)
-
-#define ALLOC(ptr, n)                                                                   \
-	do {                                                                            \
-		if (!((ptr) = alloc((size_t)(n), sizeof *(ptr))))                      \
-			return seterr(e, PM_ERR_NOMEM, "out of memory allocating %s (%zu x %zu bytes)", \
-				      #ptr, (size_t)(n), sizeof *(ptr));                \
-	} while (0)
+#define ALLOC(ptr, n) ALLOC_BY(alloc, ptr, n)
+#define ALLOC_LINES(ptr, n) ALLOC_BY(alloc_lines, ptr, n)
 
 static int engine_build(pm_engine *e, const pm_model *m, const pm_engine_config *cfg)
 {
