@@ -425,6 +425,14 @@ int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes)
 	return PM_OK;
 }
 
+int pm_engine_q4k_x8_bytes(const pm_engine *e, uint64_t *bytes)
+{
+	if (!e || !bytes)
+		return PM_ERR_ARG;
+	*bytes = e->q4k_x8_bytes;
+	return PM_OK;
+}
+
 static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
 {
 	for (int i = 0; i < n; i++)

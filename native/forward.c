@@ -229,8 +229,9 @@ void forward_build_geo(pm_engine *e)
 	e->mm_geo[nc] = 1u << 24;
 }
 
-/* mm_unit: the rows a job's chunks are cut in, 4, or 16 when a part is in
- * panels (PM_LAYOUT_PANEL8): whole 2-panel tiles, and whole 64-byte lines
+/* mm_unit: the rows a job's chunks are cut in, 4, or 16 when a part is
+ * repacked (panels.h: F16 panels, Q4_K tiles of 8): whole tiles (2-panel
+ * ones for F16), and whole 64-byte lines
  * of the output rows (engine_api.c: alloc_lines), so the threads never
  * write one line (F16 prefill at two threads, alternating pmbench on AMD
  * EPYC Zen 3: 1.02-1.05x against 8 and calloc's buffers). One unit for
@@ -239,7 +240,7 @@ void forward_build_geo(pm_engine *e)
 static int mm_unit(const mm_job *j)
 {
 	for (int p = 0; p < j->np; p++)
-		if (j->w[p]->layout == PM_LAYOUT_PANEL8)
+		if (j->w[p]->layout != PM_LAYOUT_ROWS)
 			return 16;
 	return 4;
 }

@@ -9,6 +9,7 @@
 
 #include "mm_f16_panel.h"
 #include "panels.h"
+#include "q4k_x8.h"
 
 /* The matrices of a layer, in one list: a pointer to each in l. */
 #define LAYER_MATS(l) {&(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up, &(l)->w_down}
@@ -31,18 +32,30 @@ static void drop_pages(const pm_model *m, const void *p, size_t len)
 		madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* repack_layout: the layout e computes w in (PM_LAYOUT_ROWS: as loaded) */
+static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
+{
+	if (e->isa == PM_ISA_PORTABLE || e->isa == PM_ISA_NEON)
+		return PM_LAYOUT_ROWS;
+	if (pm_f16_panel_ok(w))
+		return PM_LAYOUT_PANEL8;
+	/* the Q4_K tiles are read by the AVX2 K-quant kernels, which the
+	 * AVX-VNNI set runs too; the AVX-512 VNNI set has its own (rows) */
+	if ((e->isa == PM_ISA_AVX2 || e->isa == PM_ISA_AVXVNNI) && pm_q4k_x8_ok(w))
+		return PM_LAYOUT_Q4K_X8;
+	return PM_LAYOUT_ROWS;
+}
+
 int panels_build(pm_engine *e)
 {
 	const pm_model *m = e->m;
 	e->layers = m->layers;
-	if (e->isa == PM_ISA_PORTABLE || e->isa == PM_ISA_NEON)
-		return PM_OK;
 	size_t bytes = 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		const pm_weight *ws[N_MATS] = LAYER_MATS(L);
 		for (int i = 0; i < N_MATS; i++)
-			if (pm_f16_panel_ok(ws[i]))
+			if (repack_layout(e, ws[i]) != PM_LAYOUT_ROWS)
 				bytes += ((size_t)ws[i]->rows * ws[i]->row_bytes + 63) / 64 * 64;
 	}
 	if (bytes == 0)
@@ -55,26 +68,33 @@ int panels_build(pm_engine *e)
 		return PM_ERR_NOMEM; /* the caller names it */
 	}
 	uint8_t *at = e->panel_mem;
-	size_t packed = 0;
+	size_t packed = 0, packed_q4k = 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *P = &e->panel_layers[l];
 		*P = m->layers[l];
 		pm_weight *ws[N_MATS] = LAYER_MATS(P);
 		for (int i = 0; i < N_MATS; i++) {
 			pm_weight *w = ws[i];
-			if (!pm_f16_panel_ok(w))
+			uint32_t layout = repack_layout(e, w);
+			if (layout == PM_LAYOUT_ROWS)
 				continue;
 			size_t n = (size_t)w->rows * w->row_bytes;
-			pm_f16_panel_pack((uint16_t *)(void *)at, w);
+			if (layout == PM_LAYOUT_PANEL8) {
+				pm_f16_panel_pack((uint16_t *)(void *)at, w);
+				packed += n;
+			} else {
+				pm_q4k_x8_pack(at, w);
+				packed_q4k += n;
+			}
 			drop_pages(m, w->data, n);
 			w->data = at;
-			w->layout = PM_LAYOUT_PANEL8;
+			w->layout = layout;
 			at += (n + 63) / 64 * 64;
-			packed += n;
 		}
 	}
 	e->layers = e->panel_layers;
 	e->panel_bytes = packed;
+	e->q4k_x8_bytes = packed_q4k;
 	return PM_OK;
 }
 
@@ -85,4 +105,5 @@ void panels_free(pm_engine *e)
 	e->panel_layers = NULL;
 	e->panel_mem = NULL;
 	e->panel_bytes = 0;
+	e->q4k_x8_bytes = 0;
 }

@@ -51,6 +51,7 @@
 #include "actquant.h"
 #include "qmm_k_avx2.h"
 #include "qmm_transpose.h"
+#include "q4k_x8.h"
 
 #define KA_ATTR __attribute__((target("avx2,fma,f16c")))
 #define KA_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -193,6 +194,28 @@ KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8])
 	}
 }
 
+/* kunpack_x8: the tile of super-block p of a Q4_K tile in
+ * PM_LAYOUT_Q4K_X8 (q4k_x8.h): kunpack's Q4_K tile, with the codes and
+ * scale words read in their lanes, not transposed */
+KA_INLINE void kunpack_x8(ktile *t, const uint8_t *p)
+{
+	t->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1120)));
+	t->dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1136)));
+	__m256i sc[8], mn[8];
+	pm_q4k_x8_scales(p, sc, mn);
+	KA_UNROLL for (int g = 0; g < 8; g++) {
+		t->sc[g] = pair16(sc[g], sc[g]);
+		t->corr[g] = pair16(mn[g], mn[g]);
+	}
+	const __m256i m15 = _mm256_set1_epi8(15);
+	KA_UNROLL for (int c = 0; c < 4; c++)
+		KA_UNROLL for (int k = 0; k < 8; k++) {
+			__m256i q = _mm256_load_si256((const __m256i *)(p + 32 * (8 * c + k)));
+			t->q[16 * c + k] = _mm256_and_si256(q, m15);
+			t->q[16 * c + 8 + k] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+		}
+}
+
 /* krows: the super-block's term for the tile and R activation rows x[r]
  * (add_k / add_6 on acc[r], lane i weight row i). H: dwords per int16 run
  * (see the top); G: dwords per scale group. */
@@ -272,10 +295,14 @@ KA_INLINE void batch(const int K, float *out, size_t ldo, const char *xq, size_t
 				if (prefetch && r0 == 0)
 					for (size_t o = 0; o < share; o += 64)
 						_mm_prefetch(next + (size_t)b * share + o, _MM_HINT_T0);
-				const uint8_t *blk[KT];
-				KA_UNROLL for (int i = 0; i < KT; i++)
-					blk[i] = row[i] + BB * (size_t)b;
-				kunpack(K, &t, blk);
+				if (K == KQ4 && w->layout == PM_LAYOUT_Q4K_X8) {
+					kunpack_x8(&t, row[0] + X8_BYTES * (size_t)b);
+				} else {
+					const uint8_t *blk[KT];
+					KA_UNROLL for (int i = 0; i < KT; i++)
+						blk[i] = row[i] + BB * (size_t)b;
+					kunpack(K, &t, blk);
+				}
 				const pm_act256 *x[4];
 				int r = 0;
 				for (; r + 4 <= nr; r += 4) {

@@ -41,6 +41,7 @@
 #include "kscales_avx2.h"
 #include "qmm_transpose.h"
 #include "qmv_k_rows.h"
+#include "q4k_x8.h"
 
 #define QV_ATTR __attribute__((target("avx2,fma,f16c")))
 #define QV_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -315,9 +316,83 @@ QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, i
 		     acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_q5(acc, blk, x + b));
 }
 
+/* tile_x8: Q4_K, super-block p of a tile in PM_LAYOUT_Q4K_X8 (q4k_x8.h)
+ * against x, added to acc (add_k on 8 lanes, row order): tile8_q4 with
+ * the codes already in their lanes, the scales decoded by
+ * pm_q4k_x8_scales, and summ as 4 vpmaddwd of min pairs against bs2
+ * pairs (the same integer) */
+QV_INLINE __m256 tile_x8(__m256 acc, const uint8_t *p, const pm_act256 *x)
+{
+	__m256i sc[8], mn[8];
+	pm_q4k_x8_scales(p, sc, mn);
+	/* bs2[g] = bsums[2g] + bsums[2g + 1] (at most 2 * 16 * 127: int16),
+	 * as int16 pairs (g, g + 1) in dword g / 2 */
+	__m256i bp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+	__m128i bs2 = _mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1));
+	__m256i summ = _mm256_setzero_si256();
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++) {
+		__m256i mp = _mm256_or_si256(mn[2 * q], _mm256_slli_epi32(mn[2 * q + 1], 16));
+		__m256i bq = _mm256_set1_epi32(_mm_extract_epi32(bs2, q));
+		summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp, bq));
+	}
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256i a = _mm256_setzero_si256();
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			/* group 2c + h: as tile8_q4 (int16 runs of 8 dwords) */
+			__m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+			for (int k = 0; k < 8; k++) {
+				__m256i g = _mm256_load_si256((const __m256i *)(p + 32 * (8 * c + k)));
+				__m256i q = h ? _mm256_and_si256(_mm256_srli_epi16(g, 4), m15) : _mm256_and_si256(g, m15);
+				__m256i xb = _mm256_set1_epi32(*(const qv_i32 *)(x->q + 64 * c + 32 * h + 4 * k));
+				s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, xb));
+			}
+			__m256i s = sc[2 * c + h];
+			a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, _mm256_or_si256(s, _mm256_slli_epi32(s, 16))));
+		}
+	}
+	__m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1120)));
+	__m256 dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1136)));
+	/* add_k: acc + ((d * dx) * sumi - (dmin * dx) * summ) */
+	__m256 dx = _mm256_set1_ps(x->d);
+	return _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(a)),
+						_mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ))));
+}
+
+/* qmv_x8: Q4_K tiles (PM_LAYOUT_Q4K_X8) of rows [m0, m1), multiples of 8
+ * (or m1 the last row). A tile's bytes are one stream, read in order; the
+ * super-block X8_AHEAD ahead is prefetched as each is used (ahead into the
+ * next tile: tiles are contiguous). */
+enum { X8_AHEAD = 2 };
+QV_INLINE void qmv_x8(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+{
+	int nb = w->cols / 256;
+	const uint8_t *end = (const uint8_t *)pm_weight_row(w, m1 - 1) + w->row_bytes;
+	for (int m = m0; m < m1; m += 8) {
+		const uint8_t *p = pm_weight_row(w, m);
+		__m256 acc = _mm256_setzero_ps();
+		for (int b = 0; b < nb; b++, p += X8_BYTES) {
+			const uint8_t *ahead = p + X8_AHEAD * X8_BYTES;
+			if (ahead < end)
+#pragma GCC unroll 18
+				for (int o = 0; o < X8_BYTES; o += 64)
+					_mm_prefetch((const char *)ahead + o, _MM_HINT_T0);
+			acc = tile_x8(acc, p, x + b);
+		}
+		_mm256_storeu_ps(out + m, acc);
+	}
+}
+
 QV_ATTR void pm_qmv_q4_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
 {
-	qmv8(out, x, w, m0, m1);
+	if (w->layout == PM_LAYOUT_Q4K_X8)
+		qmv_x8(out, x, w, m0, m1);
+	else
+		qmv8(out, x, w, m0, m1);
 }
 
 QV_ATTR void pm_qmv_q5_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)

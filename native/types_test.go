@@ -236,37 +236,50 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 	}
 }
 
-// TestTypesF16Panels: an engine on an x86 kernel path computes every F16
+// TestTypesRepacked: an engine on an x86 kernel path computes every F16
 // layer matrix whose rows are whole panels of 8 in panels (mm_f16_panel.h),
-// and says how many bytes it repacked (Info().F16PanelBytes); on the
-// portable path, or for a file without F16 matrices, it repacks nothing.
-// The token embedding and the output matrix stay in rows. Logits and
-// greedy tokens in panels are held to the reference by
-// TestTypesLogitsMatchReference and TestTypesInvariance.
-func TestTypesF16Panels(t *testing.T) {
-	for _, typ := range []string{"f16", "f32", "q8_0"} {
+// and on the AVX2 and AVX-VNNI paths every Q4_K one whose rows are whole
+// tiles of 8 in tiles (q4k_x8.h), and says how many bytes it repacked
+// (Info().F16PanelBytes, Q4KX8Bytes); on the portable path, or for a file
+// without such matrices, it repacks nothing. The token embedding and the
+// output matrix stay in rows. Logits and greedy tokens repacked are held
+// to the reference by TestTypesLogitsMatchReference and
+// TestTypesInvariance.
+func TestTypesRepacked(t *testing.T) {
+	for _, typ := range []string{"f16", "f32", "q8_0", "q4_k_m"} {
 		path, _ := typedModel(t, typ)
 		f, err := ReadGGUF(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var panels int64
+		var panels, tiles int64 // F16 (type 1), Q4_K (type 12)
 		for _, ts := range f.Tensors {
-			if len(ts.Dims) == 2 && ts.Type == 1 && ts.Dims[1]%8 == 0 && ts.Name != "token_embd.weight" && ts.Name != "output.weight" {
-				panels += int64(len(ts.Data))
+			if len(ts.Dims) == 2 && ts.Dims[1]%8 == 0 && ts.Name != "token_embd.weight" && ts.Name != "output.weight" {
+				switch ts.Type {
+				case 1:
+					panels += int64(len(ts.Data))
+				case 12:
+					tiles += int64(len(ts.Data))
+				}
 			}
 		}
-		if typ == "f16" && panels == 0 {
-			t.Fatalf("%s: no F16 matrix with whole panels: the test checks nothing", typ)
+		if typ == "f16" && panels == 0 || typ == "q4_k_m" && tiles == 0 {
+			t.Fatalf("%s: no matrix of whole tiles of 8 rows: the test checks nothing", typ)
 		}
 		for _, kernel := range CPUKernels() {
 			e := openTyped(t, typ, func(c *Config) { c.Kernel = kernel })
-			want := panels
+			wantP, wantT := panels, tiles
 			if kernel == "portable" || kernel == "neon" {
-				want = 0
+				wantP = 0
 			}
-			if got := e.Info().F16PanelBytes; got != want {
-				t.Errorf("%s on %s: F16PanelBytes %d, want %d", typ, kernel, got, want)
+			if kernel != "avx2" && kernel != "avxvnni" {
+				wantT = 0
+			}
+			if got := e.Info().F16PanelBytes; got != wantP {
+				t.Errorf("%s on %s: F16PanelBytes %d, want %d", typ, kernel, got, wantP)
+			}
+			if got := e.Info().Q4KX8Bytes; got != wantT {
+				t.Errorf("%s on %s: Q4KX8Bytes %d, want %d", typ, kernel, got, wantT)
 			}
 		}
 	}
