@@ -454,7 +454,7 @@ func TestE2EDebugKernel(t *testing.T) {
 		var m struct {
 			Kernel        string `json:"kernel"`
 			F16PanelBytes *int64 `json:"f16_panel_bytes"`
-			Q4KX8Bytes    *int64 `json:"q4k_x8_bytes"`
+			KX8Bytes    *int64 `json:"kx8_bytes"`
 		}
 		if err := json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m); err != nil {
 			t.Fatal(err)
@@ -469,8 +469,8 @@ func TestE2EDebugKernel(t *testing.T) {
 		if m.F16PanelBytes == nil || *m.F16PanelBytes != ts.d.info.F16PanelBytes {
 			t.Errorf("engine.kernel %q: /debug/engine_metrics f16_panel_bytes %v, want %d", k, m.F16PanelBytes, ts.d.info.F16PanelBytes)
 		}
-		if m.Q4KX8Bytes == nil || *m.Q4KX8Bytes != ts.d.info.Q4KX8Bytes {
-			t.Errorf("engine.kernel %q: /debug/engine_metrics q4k_x8_bytes %v, want %d", k, m.Q4KX8Bytes, ts.d.info.Q4KX8Bytes)
+		if m.KX8Bytes == nil || *m.KX8Bytes != ts.d.info.KX8Bytes {
+			t.Errorf("engine.kernel %q: /debug/engine_metrics kx8_bytes %v, want %d", k, m.KX8Bytes, ts.d.info.KX8Bytes)
 		}
 		ts.shutdown()
 	}

@@ -101,18 +101,18 @@ func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
 
 // debugBody is /debug/engine_metrics: the snapshot, the kernel path the
 // engine computes with (native.Kernels; engine.kernel chose it) and the
-// bytes of weights it computes with repacked: F16 in panels, Q4_K in
-// tiles of 8 rows.
+// bytes of weights it computes with repacked: F16 in panels, Q4_K and
+// Q6_K in tiles of 8 rows.
 type debugBody struct {
 	*schema.EngineBody
 	Kernel        string `json:"kernel"`
 	F16PanelBytes int64  `json:"f16_panel_bytes"` // native.ModelInfo.F16PanelBytes
-	Q4KX8Bytes    int64  `json:"q4k_x8_bytes"`    // native.ModelInfo.Q4KX8Bytes
+	KX8Bytes    int64  `json:"kx8_bytes"`    // native.ModelInfo.KX8Bytes
 }
 
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
 // shape (schema.EngineBody), with the emitter's events_dropped and the
-// kernel path in use ("kernel", with "f16_panel_bytes" and "q4k_x8_bytes"). Its steps list is empty: step records go
+// kernel path in use ("kernel", with "f16_panel_bytes" and "kx8_bytes"). Its steps list is empty: step records go
 // to the sidecar.
 func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 	b := d.loop.snapshot()
@@ -120,7 +120,7 @@ func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 		errShuttingDown.write(ctx)
 		return
 	}
-	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.Q4KX8Bytes})
+	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes})
 	if err != nil {
 		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
 		return

@@ -154,11 +154,11 @@ type ModelInfo struct {
 	// kernels compute with; 0 when it computes in the file's rows
 	// (portable, NEON, or no F16 matrix whose rows are whole panels).
 	F16PanelBytes int64
-	// Q4KX8Bytes (an open engine's Info) is the bytes of Q4_K matrices the
-	// engine repacked into tiles of 8 rows, the layout its AVX2 K-quant
-	// kernels compute with (the AVX2 and AVX-VNNI paths); 0 when it
-	// computes in the file's rows.
-	Q4KX8Bytes int64
+	// KX8Bytes (an open engine's Info) is the bytes of Q4_K and Q6_K
+	// matrices the engine repacked into tiles of 8 rows, the layout its
+	// AVX2 K-quant kernels compute with (the AVX2 and AVX-VNNI paths); 0
+	// when it computes in the file's rows.
+	KX8Bytes int64
 }
 
 // ID identifies a submitted request within one engine.

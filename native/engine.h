@@ -231,10 +231,11 @@ int pm_engine_kernel_name(const pm_engine *e, const char **name);
  * (mm_f16_panel.h): 0 when it computes every matrix in the file's rows. */
 int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes);
 
-/* pm_engine_q4k_x8_bytes sets *bytes to the bytes of Q4_K weights the
- * engine repacked into tiles of 8 rows (q4k_x8.h; the AVX2 and AVX-VNNI
- * paths): 0 when it computes every Q4_K matrix in the file's rows. */
-int pm_engine_q4k_x8_bytes(const pm_engine *e, uint64_t *bytes);
+/* pm_engine_kx8_bytes sets *bytes to the bytes of K-quant weights (Q4_K,
+ * Q6_K) the engine repacked into tiles of 8 rows (kx8.h; the AVX2 and
+ * AVX-VNNI paths): 0 when it computes every such matrix in the file's
+ * rows. */
+int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes);
 
 /*
  * pm_engine_submit copies prompt[0..n) and p, and admits the request into a

@@ -425,11 +425,11 @@ int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes)
 	return PM_OK;
 }
 
-int pm_engine_q4k_x8_bytes(const pm_engine *e, uint64_t *bytes)
+int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes)
 {
 	if (!e || !bytes)
 		return PM_ERR_ARG;
-	*bytes = e->q4k_x8_bytes;
+	*bytes = e->kx8_bytes;
 	return PM_OK;
 }
 

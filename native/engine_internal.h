@@ -117,7 +117,7 @@ struct pm_engine {
 	pm_layer *panel_layers; /* [n_layers] copies with repacked matrices, or NULL */
 	void *panel_mem;        /* the repacked matrices' bytes */
 	size_t panel_bytes;     /* the F16 matrices' bytes in panels (without alignment) */
-	size_t q4k_x8_bytes;    /* the Q4_K matrices' bytes in tiles of 8 (q4k_x8.h) */
+	size_t kx8_bytes;       /* the K-quant matrices' bytes in tiles of 8 (kx8.h) */
 
 	/* model shape */
 	int dim, n_layers, n_heads, n_kv_heads, hd, qdim, kvdim, ffn, vocab, ctx;

@@ -9,7 +9,7 @@
 
 #include "mm_f16_panel.h"
 #include "panels.h"
-#include "q4k_x8.h"
+#include "kx8.h"
 
 /* The matrices of a layer, in one list: a pointer to each in l. */
 #define LAYER_MATS(l) {&(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up, &(l)->w_down}
@@ -39,10 +39,10 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 		return PM_LAYOUT_ROWS;
 	if (pm_f16_panel_ok(w))
 		return PM_LAYOUT_PANEL8;
-	/* the Q4_K tiles are read by the AVX2 K-quant kernels, which the
+	/* the K-quant tiles are read by the AVX2 K-quant kernels, which the
 	 * AVX-VNNI set runs too; the AVX-512 VNNI set has its own (rows) */
-	if ((e->isa == PM_ISA_AVX2 || e->isa == PM_ISA_AVXVNNI) && pm_q4k_x8_ok(w))
-		return PM_LAYOUT_Q4K_X8;
+	if ((e->isa == PM_ISA_AVX2 || e->isa == PM_ISA_AVXVNNI) && pm_kx8_ok(w))
+		return PM_LAYOUT_KX8;
 	return PM_LAYOUT_ROWS;
 }
 
@@ -68,7 +68,7 @@ int panels_build(pm_engine *e)
 		return PM_ERR_NOMEM; /* the caller names it */
 	}
 	uint8_t *at = e->panel_mem;
-	size_t packed = 0, packed_q4k = 0;
+	size_t packed = 0, packed_kx8 = 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *P = &e->panel_layers[l];
 		*P = m->layers[l];
@@ -83,8 +83,8 @@ int panels_build(pm_engine *e)
 				pm_f16_panel_pack((uint16_t *)(void *)at, w);
 				packed += n;
 			} else {
-				pm_q4k_x8_pack(at, w);
-				packed_q4k += n;
+				pm_kx8_pack(at, w);
+				packed_kx8 += n;
 			}
 			drop_pages(m, w->data, n);
 			w->data = at;
@@ -94,7 +94,7 @@ int panels_build(pm_engine *e)
 	}
 	e->layers = e->panel_layers;
 	e->panel_bytes = packed;
-	e->q4k_x8_bytes = packed_q4k;
+	e->kx8_bytes = packed_kx8;
 	return PM_OK;
 }
 
@@ -105,5 +105,5 @@ void panels_free(pm_engine *e)
 	e->panel_layers = NULL;
 	e->panel_mem = NULL;
 	e->panel_bytes = 0;
-	e->q4k_x8_bytes = 0;
+	e->kx8_bytes = 0;
 }

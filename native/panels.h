@@ -2,14 +2,14 @@
  * panels.h: the engine's own copies of the weights it computes with in
  * another layout than the file's: F16 matrices in panels of 8 rows
  * (mm_f16_panel.h), for a kernel set that runs the panel products (AVX2,
- * AVX-VNNI, AVX-512 VNNI: every x86 set but portable), and Q4_K matrices
- * in tiles of 8 rows (q4k_x8.h) for the sets that run the AVX2 K-quant
+ * AVX-VNNI, AVX-512 VNNI: every x86 set but portable), and Q4_K and Q6_K
+ * matrices in tiles of 8 rows (kx8.h) for the sets that run the AVX2 K-quant
  * kernels (AVX2, AVX-VNNI; AVX-512 VNNI has its own). e->layers are the
  * views forward.c computes with: m->layers when nothing was repacked,
  * else the engine's copy of them with the repacked matrices swapped in.
  *
- * Every matrix a layer multiplies by is repacked when it can be (F16 or
- * Q4_K, rows a multiple of 8), or left in rows, whole: an engine never computes one
+ * Every matrix a layer multiplies by is repacked when it can be (F16, Q4_K
+ * or Q6_K, rows a multiple of 8), or left in rows, whole: an engine never computes one
  * matrix both ways, so a row's result never depends on the path it took
  * (mm_f16_panel.h: the two layouts sum in different orders). The token
  * embedding and the output matrix stay in rows: the embedding is read by

@@ -51,7 +51,7 @@
 #include "actquant.h"
 #include "qmm_k_avx2.h"
 #include "qmm_transpose.h"
-#include "q4k_x8.h"
+#include "kx8.h"
 
 #define KA_ATTR __attribute__((target("avx2,fma,f16c")))
 #define KA_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -115,19 +115,27 @@ KA_INLINE __m256 half8(const uint8_t *const b[8], size_t off)
 	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-/* kunpack: the tile of the 8 blocks b[i] (block layouts: quant_k.c). The
+/* kunpack: the tile of the 8 blocks b[i] (block layouts: quant_k.c), or,
+ * x8 not NULL, of the super-block x8 of a tile in PM_LAYOUT_KX8 (kx8.h:
+ * the same words, already in their lanes, so nothing is transposed). The
  * scale bytes are transposed as stored (one row per lane) and decoded on
  * all 8 rows at once, by kscales' rule (qmm_k.c): 32-group j < 4 has sc =
  * byte j of u0 & 63, m = byte j of u1 & 63; 4 + j has sc = (byte j of u2)
  * & 15 | (byte j of u0) >> 6 << 4 and m = (byte j of u2) >> 4 | (byte j
  * of u1) >> 6 << 4, u0..u2 the scale words. */
-KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8])
+KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8], const uint8_t *x8)
 {
 	const __m256i m15 = _mm256_set1_epi8(15);
 	__m256i sv[4], q[8];
 	if (K == KQ6) {
-		t->d = t->dmin = half8(b, 208);
-		load8x16t(sv, b, 192); /* lane i of sv[w]: scales 4w .. 4w+3 of row i */
+		if (x8) {
+			t->d = t->dmin = pm_kx8_q6_d(x8);
+			KA_UNROLL for (int w = 0; w < 4; w++)
+				sv[w] = pm_kx8_vec(x8, 48 + w);
+		} else {
+			t->d = t->dmin = half8(b, 208);
+			load8x16t(sv, b, 192); /* lane i of sv[w]: scales 4w .. 4w+3 of row i */
+		}
 		__m256i s32[16];
 		KA_UNROLL for (int s = 0; s < 16; s++) {
 			s32[s] = _mm256_srai_epi32(_mm256_slli_epi32(sv[s / 4], 24 - 8 * (s % 4)), 24);
@@ -138,9 +146,17 @@ KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8])
 		const __m256i m3 = _mm256_set1_epi8(3);
 		KA_UNROLL for (int c = 0; c < 2; c++) {
 			__m256i l0[8], l1[8];
-			load8t(l0, b, 64 * (size_t)c);
-			load8t(l1, b, 64 * (size_t)c + 32);
-			load8t(q, b, 128 + 32 * (size_t)c);
+			if (x8) {
+				KA_UNROLL for (int k = 0; k < 8; k++) {
+					l0[k] = pm_kx8_vec(x8, 16 * c + k);
+					l1[k] = pm_kx8_vec(x8, 16 * c + 8 + k);
+					q[k] = pm_kx8_vec(x8, 32 + 8 * c + k);
+				}
+			} else {
+				load8t(l0, b, 64 * (size_t)c);
+				load8t(l1, b, 64 * (size_t)c + 32);
+				load8t(q, b, 128 + 32 * (size_t)c);
+			}
 			KA_UNROLL for (int k = 0; k < 8; k++) {
 				__m256i h = q[k], *o = t->q + 32 * c + k;
 				o[0] = _mm256_or_si256(_mm256_and_si256(l0[k], m15),
@@ -155,9 +171,15 @@ KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8])
 		}
 		return;
 	}
-	t->d = half8(b, 0);
-	t->dmin = half8(b, 2);
-	load8x16t(sv, b, 0); /* sv[1..3]: the scale words u0, u1, u2 */
+	if (x8) {
+		pm_kx8_q4_d(x8, &t->d, &t->dmin);
+		KA_UNROLL for (int w = 1; w < 4; w++)
+			sv[w] = pm_kx8_vec(x8, w);
+	} else {
+		t->d = half8(b, 0);
+		t->dmin = half8(b, 2);
+		load8x16t(sv, b, 0); /* sv[1..3]: the scale words u0, u1, u2 */
+	}
 	const __m256i m63 = _mm256_set1_epi32(63), m30 = _mm256_set1_epi32(0x30), m0f = _mm256_set1_epi32(15);
 	KA_UNROLL for (int j = 0; j < 4; j++) {
 		__m256i sc = _mm256_and_si256(_mm256_srli_epi32(sv[1], 8 * j), m63);
@@ -180,7 +202,12 @@ KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8])
 	const size_t qs = K == KQ5 ? 48 : 16;
 	const __m256i m16 = _mm256_set1_epi8(16);
 	KA_UNROLL for (int c = 0; c < 4; c++) {
-		load8t(q, b, qs + 32 * (size_t)c);
+		if (x8) {
+			KA_UNROLL for (int k = 0; k < 8; k++)
+				q[k] = pm_kx8_vec(x8, 4 + 8 * c + k);
+		} else {
+			load8t(q, b, qs + 32 * (size_t)c);
+		}
 		KA_UNROLL for (int k = 0; k < 8; k++) {
 			__m256i lo = _mm256_and_si256(q[k], m15), hi = _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m15);
 			if (K == KQ5) {
@@ -192,28 +219,6 @@ KA_INLINE void kunpack(const int K, ktile *t, const uint8_t *const b[8])
 			t->q[16 * c + 8 + k] = hi;
 		}
 	}
-}
-
-/* kunpack_x8: the tile of super-block p of a Q4_K tile in
- * PM_LAYOUT_Q4K_X8 (q4k_x8.h): kunpack's Q4_K tile, with the codes and
- * scale words read in their lanes, not transposed */
-KA_INLINE void kunpack_x8(ktile *t, const uint8_t *p)
-{
-	t->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1120)));
-	t->dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1136)));
-	__m256i sc[8], mn[8];
-	pm_q4k_x8_scales(p, sc, mn);
-	KA_UNROLL for (int g = 0; g < 8; g++) {
-		t->sc[g] = pair16(sc[g], sc[g]);
-		t->corr[g] = pair16(mn[g], mn[g]);
-	}
-	const __m256i m15 = _mm256_set1_epi8(15);
-	KA_UNROLL for (int c = 0; c < 4; c++)
-		KA_UNROLL for (int k = 0; k < 8; k++) {
-			__m256i q = _mm256_load_si256((const __m256i *)(p + 32 * (8 * c + k)));
-			t->q[16 * c + k] = _mm256_and_si256(q, m15);
-			t->q[16 * c + 8 + k] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
-		}
 }
 
 /* krows: the super-block's term for the tile and R activation rows x[r]
@@ -281,6 +286,8 @@ KA_INLINE void batch(const int K, float *out, size_t ldo, const char *xq, size_t
 		const uint8_t *row[KT];
 		KA_UNROLL for (int i = 0; i < KT; i++)
 			row[i] = pm_weight_row(w, m + (i < nw ? i : nw - 1));
+		/* a tile of PM_LAYOUT_KX8 (kx8.h): its super-blocks in order */
+		const uint8_t *x8 = K != KQ5 && w->layout == PM_LAYOUT_KX8 ? row[0] : NULL;
 		/* the next tile's bytes (rows are contiguous), a share per
 		 * super-block of the first pass */
 		const char *next = (const char *)row[0] + KT * rb;
@@ -295,14 +302,10 @@ KA_INLINE void batch(const int K, float *out, size_t ldo, const char *xq, size_t
 				if (prefetch && r0 == 0)
 					for (size_t o = 0; o < share; o += 64)
 						_mm_prefetch(next + (size_t)b * share + o, _MM_HINT_T0);
-				if (K == KQ4 && w->layout == PM_LAYOUT_Q4K_X8) {
-					kunpack_x8(&t, row[0] + X8_BYTES * (size_t)b);
-				} else {
-					const uint8_t *blk[KT];
-					KA_UNROLL for (int i = 0; i < KT; i++)
-						blk[i] = row[i] + BB * (size_t)b;
-					kunpack(K, &t, blk);
-				}
+				const uint8_t *blk[KT];
+				KA_UNROLL for (int i = 0; i < KT; i++)
+					blk[i] = row[i] + BB * (size_t)b;
+				kunpack(K, &t, blk, x8 ? x8 + KT * BB * (size_t)b : NULL);
 				const pm_act256 *x[4];
 				int r = 0;
 				for (; r + 4 <= nr; r += 4) {

@@ -41,12 +41,12 @@
 #include "kscales_avx2.h"
 #include "qmm_transpose.h"
 #include "qmv_k_rows.h"
-#include "q4k_x8.h"
+#include "kx8.h"
 
 #define QV_ATTR __attribute__((target("avx2,fma,f16c")))
 #define QV_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-enum { QV_Q5, QV_Q6 };
+enum { QV_Q4, QV_Q5, QV_Q6 };
 
 /* an unaligned 16/32-bit load that may alias anything */
 typedef int32_t __attribute__((may_alias, aligned(1))) qv_i32;
@@ -316,15 +316,26 @@ QV_INLINE void qmv(float *out, const pm_act256 *x, const pm_weight *w, int m0, i
 		     acc = kind == QV_Q6 ? tile4_6(acc, blk, x + b) : tile4_q5(acc, blk, x + b));
 }
 
-/* tile_x8: Q4_K, super-block p of a tile in PM_LAYOUT_Q4K_X8 (q4k_x8.h)
- * against x, added to acc (add_k on 8 lanes, row order): tile8_q4 with
- * the codes already in their lanes, the scales decoded by
- * pm_q4k_x8_scales, and summ as 4 vpmaddwd of min pairs against bs2
- * pairs (the same integer) */
-QV_INLINE __m256 tile_x8(__m256 acc, const uint8_t *p, const pm_act256 *x)
+/* x8_prefetch: share i (of 8) of the LINES cache lines at pf (NULL: none),
+ * PER lines: the kernels below spread a later super-block's lines over
+ * their steps (27 prefetches at once, Q6_K's, measured 0.7-0.8x from DRAM
+ * against the rows; two bursts of 14 0.9x) */
+QV_INLINE void x8_prefetch(const uint8_t *pf, const int i, const int per, const int lines)
+{
+	if (!pf)
+		return;
+	for (int l = i * per; l < i * per + per && l < lines; l++)
+		_mm_prefetch((const char *)pf + 64 * l, _MM_HINT_T0);
+}
+
+/* x8_q4: Q4_K, super-block p of a tile in PM_LAYOUT_KX8 (kx8.h) against
+ * x, added to acc (add_k on 8 lanes, row order): tile8_q4 with the codes
+ * already in their lanes, and summ as 4 vpmaddwd of min pairs against
+ * bs2 pairs (the same integer) */
+QV_INLINE __m256 x8_q4(__m256 acc, const uint8_t *p, const pm_act256 *x, const uint8_t *pf)
 {
 	__m256i sc[8], mn[8];
-	pm_q4k_x8_scales(p, sc, mn);
+	pm_kx8_q4_scales(p, sc, mn);
 	/* bs2[g] = bsums[2g] + bsums[2g + 1] (at most 2 * 16 * 127: int16),
 	 * as int16 pairs (g, g + 1) in dword g / 2 */
 	__m256i bp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
@@ -333,8 +344,7 @@ QV_INLINE __m256 tile_x8(__m256 acc, const uint8_t *p, const pm_act256 *x)
 #pragma GCC unroll 4
 	for (int q = 0; q < 4; q++) {
 		__m256i mp = _mm256_or_si256(mn[2 * q], _mm256_slli_epi32(mn[2 * q + 1], 16));
-		__m256i bq = _mm256_set1_epi32(_mm_extract_epi32(bs2, q));
-		summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp, bq));
+		summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp, _mm256_set1_epi32(_mm_extract_epi32(bs2, q))));
 	}
 	const __m256i m15 = _mm256_set1_epi8(15);
 	__m256i a = _mm256_setzero_si256();
@@ -342,11 +352,12 @@ QV_INLINE __m256 tile_x8(__m256 acc, const uint8_t *p, const pm_act256 *x)
 	for (int c = 0; c < 4; c++) {
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
+			x8_prefetch(pf, 2 * c + h, 3, 18); /* 1152 bytes: 18 lines */
 			/* group 2c + h: as tile8_q4 (int16 runs of 8 dwords) */
 			__m256i s16 = _mm256_setzero_si256();
 #pragma GCC unroll 8
 			for (int k = 0; k < 8; k++) {
-				__m256i g = _mm256_load_si256((const __m256i *)(p + 32 * (8 * c + k)));
+				__m256i g = pm_kx8_vec(p, 4 + 8 * c + k);
 				__m256i q = h ? _mm256_and_si256(_mm256_srli_epi16(g, 4), m15) : _mm256_and_si256(g, m15);
 				__m256i xb = _mm256_set1_epi32(*(const qv_i32 *)(x->q + 64 * c + 32 * h + 4 * k));
 				s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, xb));
@@ -355,33 +366,75 @@ QV_INLINE __m256 tile_x8(__m256 acc, const uint8_t *p, const pm_act256 *x)
 			a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, _mm256_or_si256(s, _mm256_slli_epi32(s, 16))));
 		}
 	}
-	__m256 d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1120)));
-	__m256 dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 1136)));
+	__m256 d, dmin;
+	pm_kx8_q4_d(p, &d, &dmin);
 	/* add_k: acc + ((d * dx) * sumi - (dmin * dx) * summ) */
 	__m256 dx = _mm256_set1_ps(x->d);
 	return _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(a)),
 						_mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ))));
 }
 
-/* qmv_x8: Q4_K tiles (PM_LAYOUT_Q4K_X8) of rows [m0, m1), multiples of 8
- * (or m1 the last row). A tile's bytes are one stream, read in order; the
- * super-block X8_AHEAD ahead is prefetched as each is used (ahead into the
- * next tile: tiles are contiguous). */
+/* x8_q6: Q6_K, super-block p of a tile in PM_LAYOUT_KX8 against x, added
+ * to acc (add_6 on 8 lanes, row order). Per pair of code words one int16
+ * run (a pair of products is at most 2 * 63 * 127: two fit, as in
+ * qmm_k_avx2.c) and one vpmaddwd against its 16-group's scale; sumi starts
+ * at -summ (corr = 32 * scale against the bsums, a vpmaddwd per pair of
+ * 16-groups), so its lanes end as sumi - summ, the one integer add_6
+ * takes. */
+QV_INLINE __m256 x8_q6(__m256 acc, const uint8_t *p, const pm_act256 *x, const uint8_t *pf)
+{
+	__m256i a = _mm256_setzero_si256();
+#pragma GCC unroll 8
+	for (int g = 0; g < 8; g++) {
+		__m256i cp = _mm256_slli_epi16(pm_kx8_q6_pair(p, 2 * g, 2 * g + 1), 5); /* corr pairs */
+		__m256i bs = _mm256_set1_epi32(*(const qv_i32 *)(x->bsums + 2 * g));
+		a = _mm256_sub_epi32(a, _mm256_madd_epi16(cp, bs));
+	}
+#pragma GCC unroll 2
+	for (int c = 0; c < 2; c++) {
+#pragma GCC unroll 4
+		for (int k = 0; k < 8; k += 2) {
+			/* 1680 bytes: 27 lines, 28 when they start mid-line */
+			x8_prefetch(pf, 4 * c + k / 2, 4, 28);
+			__m256i q0[4], q1[4];
+			pm_kx8_q6_codes(p, c, k, q0);
+			pm_kx8_q6_codes(p, c, k + 1, q1);
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++) {
+				/* words k, k + 1 of element run 128c + 32j: elements
+				 * e .. e + 7, e = 128c + 32j + 4k, in 16-group e / 16 */
+				const int e = 128 * c + 32 * j + 4 * k;
+				__m256i s16 = _mm256_add_epi16(
+					_mm256_maddubs_epi16(q0[j], _mm256_set1_epi32(*(const qv_i32 *)(x->q + e))),
+					_mm256_maddubs_epi16(q1[j], _mm256_set1_epi32(*(const qv_i32 *)(x->q + e + 4))));
+				a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, pm_kx8_q6_pair(p, e / 16, e / 16)));
+			}
+		}
+	}
+	/* add_6: acc + (d * dx) * (sumi - summ) */
+	return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(pm_kx8_q6_d(p), _mm256_set1_ps(x->d)),
+						_mm256_cvtepi32_ps(a)));
+}
+
+/* qmv_x8: tiles (PM_LAYOUT_KX8) of rows [m0, m1), multiples of 8 (or m1
+ * the last row), of super-blocks of BB bytes (per row). A tile's bytes are
+ * one stream, read in order; the super-block X8_AHEAD ahead is
+ * prefetched while each is used (into the next tile: tiles are
+ * contiguous). */
 enum { X8_AHEAD = 2 };
-QV_INLINE void qmv_x8(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
+QV_INLINE void qmv_x8(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1, const int kind,
+		      const size_t BB)
 {
 	int nb = w->cols / 256;
 	const uint8_t *end = (const uint8_t *)pm_weight_row(w, m1 - 1) + w->row_bytes;
 	for (int m = m0; m < m1; m += 8) {
 		const uint8_t *p = pm_weight_row(w, m);
 		__m256 acc = _mm256_setzero_ps();
-		for (int b = 0; b < nb; b++, p += X8_BYTES) {
-			const uint8_t *ahead = p + X8_AHEAD * X8_BYTES;
-			if (ahead < end)
-#pragma GCC unroll 18
-				for (int o = 0; o < X8_BYTES; o += 64)
-					_mm_prefetch((const char *)ahead + o, _MM_HINT_T0);
-			acc = tile_x8(acc, p, x + b);
+		for (int b = 0; b < nb; b++, p += 8 * BB) {
+			const uint8_t *ahead = p + X8_AHEAD * 8 * BB;
+			if (ahead >= end)
+				ahead = NULL;
+			acc = kind == QV_Q6 ? x8_q6(acc, p, x + b, ahead) : x8_q4(acc, p, x + b, ahead);
 		}
 		_mm256_storeu_ps(out + m, acc);
 	}
@@ -389,8 +442,8 @@ QV_INLINE void qmv_x8(float *out, const pm_act256 *x, const pm_weight *w, int m0
 
 QV_ATTR void pm_qmv_q4_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
 {
-	if (w->layout == PM_LAYOUT_Q4K_X8)
-		qmv_x8(out, x, w, m0, m1);
+	if (w->layout == PM_LAYOUT_KX8)
+		qmv_x8(out, x, w, m0, m1, QV_Q4, 144);
 	else
 		qmv8(out, x, w, m0, m1);
 }
@@ -402,6 +455,9 @@ QV_ATTR void pm_qmv_q5_k_avx2(float *out, const pm_act256 *x, const pm_weight *w
 
 QV_ATTR void pm_qmv_q6_k_avx2(float *out, const pm_act256 *x, const pm_weight *w, int m0, int m1)
 {
-	qmv(out, x, w, m0, m1, QV_Q6, 210);
+	if (w->layout == PM_LAYOUT_KX8)
+		qmv_x8(out, x, w, m0, m1, QV_Q6, 210);
+	else
+		qmv(out, x, w, m0, m1, QV_Q6, 210);
 }
 #endif

@@ -238,9 +238,9 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 
 // TestTypesRepacked: an engine on an x86 kernel path computes every F16
 // layer matrix whose rows are whole panels of 8 in panels (mm_f16_panel.h),
-// and on the AVX2 and AVX-VNNI paths every Q4_K one whose rows are whole
-// tiles of 8 in tiles (q4k_x8.h), and says how many bytes it repacked
-// (Info().F16PanelBytes, Q4KX8Bytes); on the portable path, or for a file
+// and on the AVX2 and AVX-VNNI paths every Q4_K and Q6_K one whose rows
+// are whole tiles of 8 in tiles (kx8.h), and says how many bytes it repacked
+// (Info().F16PanelBytes, KX8Bytes); on the portable path, or for a file
 // without such matrices, it repacks nothing. The token embedding and the
 // output matrix stay in rows. Logits and greedy tokens repacked are held
 // to the reference by TestTypesLogitsMatchReference and
@@ -252,13 +252,13 @@ func TestTypesRepacked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var panels, tiles int64 // F16 (type 1), Q4_K (type 12)
+		var panels, tiles int64 // F16 (type 1); Q4_K, Q6_K (types 12, 14)
 		for _, ts := range f.Tensors {
 			if len(ts.Dims) == 2 && ts.Dims[1]%8 == 0 && ts.Name != "token_embd.weight" && ts.Name != "output.weight" {
 				switch ts.Type {
 				case 1:
 					panels += int64(len(ts.Data))
-				case 12:
+				case 12, 14:
 					tiles += int64(len(ts.Data))
 				}
 			}
@@ -278,8 +278,8 @@ func TestTypesRepacked(t *testing.T) {
 			if got := e.Info().F16PanelBytes; got != wantP {
 				t.Errorf("%s on %s: F16PanelBytes %d, want %d", typ, kernel, got, wantP)
 			}
-			if got := e.Info().Q4KX8Bytes; got != wantT {
-				t.Errorf("%s on %s: Q4KX8Bytes %d, want %d", typ, kernel, got, wantT)
+			if got := e.Info().KX8Bytes; got != wantT {
+				t.Errorf("%s on %s: KX8Bytes %d, want %d", typ, kernel, got, wantT)
 			}
 		}
 	}

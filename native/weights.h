@@ -36,8 +36,8 @@ enum {
 	PM_LAYOUT_ROWS = 0,   /* row-major, as the file stores them */
 	PM_LAYOUT_PANEL8 = 1, /* F16 only: panels of 8 rows, the rows in the lanes
 			       * (mm_f16_panel.h; an engine's copy, never the file's) */
-	PM_LAYOUT_Q4K_X8 = 2, /* Q4_K only: tiles of 8 rows, each super-block's blocks
-			       * interleaved (q4k_x8.h; an engine's copy too) */
+	PM_LAYOUT_KX8 = 2,    /* Q4_K, Q6_K: tiles of 8 rows, each super-block's blocks
+			       * transposed in words (kx8.h; an engine's copy too) */
 };
 
 /*

@@ -14,8 +14,8 @@
  * every grouping of rows of x (fours, a pair, a single row, a row paired
  * with itself). Batch 1 (qmv_k_avx2.c's tiles of 8 Q4_K rows, 4 Q5_K/Q6_K
  * rows) also runs over ranges that end 1 to 7 rows past a whole tile.
- * Q4_K repacked in tiles of 8 rows (q4k_x8.h), as an AVX2 engine computes
- * it: the AVX2 kernels at batch 1 and in batches, split at multiples of 8
+ * Q4_K and Q6_K repacked in tiles of 8 rows (kx8.h), as an AVX2 engine
+ * computes them: the AVX2 kernels at batch 1 and in batches, split at multiples of 8
  * and 16, bitwise the portable kernel on the rows.
  */
 #define CTEST_SEED 0x2545f4914f6cdd1dull
@@ -23,7 +23,7 @@
 #include "actquant.h"
 #include "kernels.h"
 #include "matmul.h"
-#include "q4k_x8.h"
+#include "kx8.h"
 #include "weights.h"
 
 #include <math.h>
@@ -38,25 +38,25 @@ enum { M = 37, K = 768, N = 70 };
  * codes 0: q - 32 = -32); then finite F16 scales everywhere. */
 static void fill(uint8_t *b, uint32_t ty, size_t rb, size_t bb);
 
-/* check_x8: w (Q4_K, M rows) repacked in tiles of 8 (its first M8 rows,
+/* check_x8: w (Q4_K or Q6_K, M rows) repacked in tiles of 8 (its first M8 rows,
  * the whole tiles) against want (the portable kernel's N x M outputs on
  * the rows) */
 enum { M8 = M / 8 * 8 };
 static void check_x8(const pm_weight *w, const float *x, const float *want, char *scratch)
 {
 	static float part[N * M];
-	static uint8_t packed[M8 * (K / 256) * 144] __attribute__((aligned(64)));
+	static uint8_t packed[M8 * (K / 256) * 210] __attribute__((aligned(64)));
 	pm_weight w37 = *w;
-	CHECK(!pm_q4k_x8_ok(&w37), "a Q4_K matrix of %d rows (not whole tiles) passed pm_q4k_x8_ok", M);
+	CHECK(!pm_kx8_ok(&w37), "type %u: a matrix of %d rows (not whole tiles) passed pm_kx8_ok", w->type, M);
 	pm_weight wr = *w;
 	wr.rows = M8;
-	CHECK(pm_q4k_x8_ok(&wr), "a Q4_K matrix of %d rows failed pm_q4k_x8_ok", M8);
-	pm_q4k_x8_pack(packed, &wr);
+	CHECK(pm_kx8_ok(&wr), "type %u: a matrix of %d rows failed pm_kx8_ok", w->type, M8);
+	pm_kx8_pack(packed, &wr);
 	pm_weight wp = wr;
 	wp.data = packed;
-	wp.layout = PM_LAYOUT_Q4K_X8;
-	CHECK(!pm_q4k_x8_ok(&wp), "a repacked matrix passed pm_q4k_x8_ok");
-	pm_qmm q = pm_qmm_k(PM_TYPE_Q4_K, 2);
+	wp.layout = PM_LAYOUT_KX8;
+	CHECK(!pm_kx8_ok(&wp), "type %u: a repacked matrix passed pm_kx8_ok", w->type);
+	pm_qmm q = pm_qmm_k(w->type, 2);
 	/* whole, split at 8 and at 16 (mm_unit), batches of every grouping */
 	int cuts[][4] = {{0, M8, M8, M8}, {0, 8, 24, M8}, {0, 16, M8, M8}};
 	int ns[] = {1, 2, 3, 5, 8, 65, N};
@@ -73,15 +73,15 @@ static void check_x8(const pm_weight *w, const float *x, const float *want, char
 				for (int m = 0; m < M; m++)
 					bad += m < M8 ? memcmp(&part[r * M + m], &want[r * M + m], sizeof(float)) != 0
 						      : part[r * M + m] != -77.0f;
-			CHECK(bad == 0, "Q4_K tiles of 8, batch %d, cut %d: %d outputs differ from the rows' or were written outside",
-			      n, c, bad);
+			CHECK(bad == 0, "type %u in tiles of 8, batch %d, cut %d: %d outputs differ from the rows' or were written outside",
+			      w->type, n, c, bad);
 		}
 	/* batch 1 on every row of x (each row alone is decode) */
 	for (int r = 0; r < N; r += 7) {
 		float one[M];
 		pm_matmul_q(q, one, M, x + (size_t)r * K, K, &wp, 1, 0, M8, scratch);
 		CHECK(memcmp(one, want + (size_t)r * M, sizeof(float) * M8) == 0,
-		      "Q4_K tiles of 8: row %d of x at batch 1 differs from the rows'", r);
+		      "type %u in tiles of 8: row %d of x at batch 1 differs from the rows'", w->type, r);
 	}
 }
 
@@ -187,8 +187,13 @@ int main(int argc, char **argv)
 				}
 			}
 		}
-		if (have_avx2 && ty == PM_TYPE_Q4_K)
+		if (have_avx2 && ty != PM_TYPE_Q5_K)
 			check_x8(&w, x, out[0], scratch);
+		if (ty == PM_TYPE_Q5_K) {
+			pm_weight w8 = w;
+			w8.rows = M8;
+			CHECK(!pm_kx8_ok(&w8), "Q5_K passed pm_kx8_ok (no kernel reads it in tiles)");
+		}
 		if (have_avx2) {
 			CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0, "type %u: avx2 != portable", ty);
 			CHECK(memcmp(out[0], out[2], sizeof out[0]) == 0, "type %u: avx2 (no vnni) != portable", ty);
