@@ -454,7 +454,7 @@ func TestE2EDebugKernel(t *testing.T) {
 		var m struct {
 			Kernel        string `json:"kernel"`
 			F16PanelBytes *int64 `json:"f16_panel_bytes"`
-			KX8Bytes    *int64 `json:"kx8_bytes"`
+			KX8Bytes      *int64 `json:"kx8_bytes"`
 		}
 		if err := json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m); err != nil {
 			t.Fatal(err)

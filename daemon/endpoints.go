@@ -107,7 +107,7 @@ type debugBody struct {
 	*schema.EngineBody
 	Kernel        string `json:"kernel"`
 	F16PanelBytes int64  `json:"f16_panel_bytes"` // native.ModelInfo.F16PanelBytes
-	KX8Bytes    int64  `json:"kx8_bytes"`    // native.ModelInfo.KX8Bytes
+	KX8Bytes      int64  `json:"kx8_bytes"`       // native.ModelInfo.KX8Bytes
 }
 
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
