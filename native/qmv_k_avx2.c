@@ -328,14 +328,35 @@ QV_INLINE void x8_prefetch(const uint8_t *pf, const int i, const int per, const 
 		_mm_prefetch((const char *)pf + 64 * l, _MM_HINT_T0);
 }
 
+/* x8_bytes: dword lanes [byte j0, 0, byte j1, 0] of v (j1 < 0: [j0, 0,
+ * j0, 0]): int16 pairs of two unsigned bytes of each lane */
+QV_INLINE __m256i x8_bytes(__m256i v, const int j0, int j1)
+{
+	if (j1 < 0)
+		j1 = j0;
+	const char a = (char)j0, b = (char)j1, z = (char)0x80;
+	return _mm256_shuffle_epi8(v, _mm256_setr_epi8(a, z, b, z, 4 + a, z, 4 + b, z, 8 + a, z, 8 + b, z, 12 + a, z,
+						       12 + b, z, a, z, b, z, 4 + a, z, 4 + b, z, 8 + a, z, 8 + b, z,
+						       12 + a, z, 12 + b, z));
+}
+
 /* x8_q4: Q4_K, super-block p of a tile in PM_LAYOUT_KX8 (kx8.h) against
  * x, added to acc (add_k on 8 lanes, row order): tile8_q4 with the codes
- * already in their lanes, and summ as 4 vpmaddwd of min pairs against
- * bs2 pairs (the same integer) */
+ * already in their lanes. The 6-bit scales and mins are decoded bytewise
+ * (kscales' rule, pm_kx8_q4_scales: sl, sh hold scales 0..3 and 4..7 of
+ * each row in its lane's bytes, ml, mh the mins), and each group's or
+ * pair's int16 operand is one byte shuffle of them, so few registers stay
+ * live; summ is 4 vpmaddwd of min pairs against bs2 pairs (the same
+ * integer as corr . bsums). */
 QV_INLINE __m256 x8_q4(__m256 acc, const uint8_t *p, const pm_act256 *x, const uint8_t *pf)
 {
-	__m256i sc[8], mn[8];
-	pm_kx8_q4_scales(p, sc, mn);
+	const __m256i u0 = pm_kx8_vec(p, 1), u1 = pm_kx8_vec(p, 2), u2 = pm_kx8_vec(p, 3);
+	const __m256i m3f = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30), m0f = _mm256_set1_epi8(15);
+	/* 32-bit shifts: the masks drop the bits that cross a byte */
+	const __m256i sl = _mm256_and_si256(u0, m3f), ml = _mm256_and_si256(u1, m3f);
+	const __m256i sh = _mm256_or_si256(_mm256_and_si256(u2, m0f), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+	const __m256i mh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
+					   _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
 	/* bs2[g] = bsums[2g] + bsums[2g + 1] (at most 2 * 16 * 127: int16),
 	 * as int16 pairs (g, g + 1) in dword g / 2 */
 	__m256i bp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
@@ -343,7 +364,7 @@ QV_INLINE __m256 x8_q4(__m256 acc, const uint8_t *p, const pm_act256 *x, const u
 	__m256i summ = _mm256_setzero_si256();
 #pragma GCC unroll 4
 	for (int q = 0; q < 4; q++) {
-		__m256i mp = _mm256_or_si256(mn[2 * q], _mm256_slli_epi32(mn[2 * q + 1], 16));
+		__m256i mp = x8_bytes(q < 2 ? ml : mh, 2 * (q % 2), 2 * (q % 2) + 1);
 		summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp, _mm256_set1_epi32(_mm_extract_epi32(bs2, q))));
 	}
 	const __m256i m15 = _mm256_set1_epi8(15);
@@ -362,8 +383,8 @@ QV_INLINE __m256 x8_q4(__m256 acc, const uint8_t *p, const pm_act256 *x, const u
 				__m256i xb = _mm256_set1_epi32(*(const qv_i32 *)(x->q + 64 * c + 32 * h + 4 * k));
 				s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, xb));
 			}
-			__m256i s = sc[2 * c + h];
-			a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, _mm256_or_si256(s, _mm256_slli_epi32(s, 16))));
+			const int g = 2 * c + h;
+			a = _mm256_add_epi32(a, _mm256_madd_epi16(s16, x8_bytes(g < 4 ? sl : sh, g % 4, -1)));
 		}
 	}
 	__m256 d, dmin;
