@@ -112,10 +112,13 @@ struct pm_engine {
 	pm_dequant_fn dq[PM_TYPE_COUNT]; /* row dequantizers of the chosen kernel set */
 	pm_qmm qmm[PM_TYPE_COUNT];       /* integer kernels (actquant.h); fn NULL: float path */
 
-	/* the layers' weights as forward.c computes with them (panels.h) */
+	/* the layers' weights and the output matrix as forward.c computes
+	 * with them (panels.h) */
 	const pm_layer *layers; /* m->layers, or panel_layers */
+	pm_weight output;       /* m->output, or its repacked copy */
 	pm_layer *panel_layers; /* [n_layers] copies with repacked matrices, or NULL */
-	void *panel_mem;        /* the repacked matrices' bytes */
+	void *panel_mem;        /* the repacked matrices' bytes (a mapping of panel_map bytes) */
+	size_t panel_map;
 	size_t panel_bytes;     /* the F16 matrices' bytes in panels (without alignment) */
 	size_t kx8_bytes;       /* the K-quant matrices' bytes in tiles of 8 (kx8.h) */
 

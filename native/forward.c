@@ -520,7 +520,7 @@ void forward_rows(pm_engine *e, int n, int nl)
 		k->rmsnorm(e->lx + (size_t)i * D, e->x + (size_t)e->logit_row[i] * D, m->out_norm, D,
 			   m->rms_eps);
 	if (nl > 0)
-		matmul(e, e->logits, e->lx, &m->output, nl);
+		matmul(e, e->logits, e->lx, &e->output, nl); /* the engine's view (panels.h) */
 }
 
 static int pick_kernels(pm_engine *e);

@@ -46,62 +46,114 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 	return PM_LAYOUT_ROWS;
 }
 
+/* output_layout: the layout e computes the output matrix in: K-quant
+ * tiles when they can be (bitwise the rows' logits), never F16 panels
+ * (they sum in another order than the rows, and the embedding is read by
+ * row from the file either way) */
+static uint32_t output_layout(const pm_engine *e)
+{
+	uint32_t l = repack_layout(e, &e->m->output);
+	return l == PM_LAYOUT_KX8 ? l : PM_LAYOUT_ROWS;
+}
+
+/* repack writes w into at in layout and points w at it (layout not
+ * rows), dropping the file's pages of it; its bytes are added to the
+ * count of the layout */
+static void repack(pm_engine *e, pm_weight *w, uint32_t layout, uint8_t *at)
+{
+	size_t n = (size_t)w->rows * w->row_bytes;
+	if (layout == PM_LAYOUT_PANEL8) {
+		pm_f16_panel_pack((uint16_t *)(void *)at, w);
+		e->panel_bytes += n;
+	} else {
+		pm_kx8_pack(at, w);
+		e->kx8_bytes += n;
+	}
+	drop_pages(e->m, w->data, n);
+	w->data = at;
+	w->layout = layout;
+}
+
+/* map_huge maps n bytes (zeroed) for the repacked weights, *len bytes in
+ * all, in 2 MiB pages where the kernel gives them (transparent huge pages
+ * on request, the madvise mode Debian ships): decode streams every byte
+ * once per token, and in 4 KiB pages that is a TLB miss every 4 KiB, each
+ * a two-level walk under a hypervisor. NULL when mmap fails. */
+static void *map_huge(size_t n, size_t *len)
+{
+	const size_t H = (size_t)2 << 20;
+	size_t l = (n + H - 1) / H * H;
+	uint8_t *p = mmap(NULL, l + H, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uint8_t *a = (uint8_t *)(((uintptr_t)p + H - 1) & ~(uintptr_t)(H - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + l < p + l + H)
+		munmap(a + l, (size_t)(p + l + H - (a + l)));
+#ifdef MADV_HUGEPAGE
+	madvise(a, l, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+#endif
+	*len = l;
+	return a;
+}
+
+static size_t padded(const pm_weight *w)
+{
+	return ((size_t)w->rows * w->row_bytes + 63) / 64 * 64;
+}
+
 int panels_build(pm_engine *e)
 {
 	const pm_model *m = e->m;
 	e->layers = m->layers;
-	size_t bytes = 0;
+	e->output = m->output;
+	e->panel_bytes = e->kx8_bytes = 0;
+	size_t bytes = output_layout(e) != PM_LAYOUT_ROWS ? padded(&m->output) : 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		const pm_weight *ws[N_MATS] = LAYER_MATS(L);
 		for (int i = 0; i < N_MATS; i++)
 			if (repack_layout(e, ws[i]) != PM_LAYOUT_ROWS)
-				bytes += ((size_t)ws[i]->rows * ws[i]->row_bytes + 63) / 64 * 64;
+				bytes += padded(ws[i]);
 	}
 	if (bytes == 0)
 		return PM_OK;
 	e->panel_layers = calloc((size_t)m->n_layers, sizeof *e->panel_layers);
-	e->panel_mem = aligned_alloc(64, bytes);
+	e->panel_mem = map_huge(bytes, &e->panel_map);
 	if (!e->panel_layers || !e->panel_mem) {
 		panels_free(e);
 		e->layers = m->layers;
+		e->output = m->output;
 		return PM_ERR_NOMEM; /* the caller names it */
 	}
 	uint8_t *at = e->panel_mem;
-	size_t packed = 0, packed_kx8 = 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		pm_layer *P = &e->panel_layers[l];
 		*P = m->layers[l];
 		pm_weight *ws[N_MATS] = LAYER_MATS(P);
 		for (int i = 0; i < N_MATS; i++) {
-			pm_weight *w = ws[i];
-			uint32_t layout = repack_layout(e, w);
-			if (layout == PM_LAYOUT_ROWS)
-				continue;
-			size_t n = (size_t)w->rows * w->row_bytes;
-			if (layout == PM_LAYOUT_PANEL8) {
-				pm_f16_panel_pack((uint16_t *)(void *)at, w);
-				packed += n;
-			} else {
-				pm_kx8_pack(at, w);
-				packed_kx8 += n;
+			uint32_t layout = repack_layout(e, ws[i]);
+			if (layout != PM_LAYOUT_ROWS) {
+				size_t n = padded(ws[i]);
+				repack(e, ws[i], layout, at);
+				at += n;
 			}
-			drop_pages(m, w->data, n);
-			w->data = at;
-			w->layout = layout;
-			at += (n + 63) / 64 * 64;
 		}
 	}
+	uint32_t layout = output_layout(e);
+	if (layout != PM_LAYOUT_ROWS)
+		repack(e, &e->output, layout, at);
 	e->layers = e->panel_layers;
-	e->panel_bytes = packed;
-	e->kx8_bytes = packed_kx8;
 	return PM_OK;
 }
 
 void panels_free(pm_engine *e)
 {
 	free(e->panel_layers);
-	free(e->panel_mem);
+	if (e->panel_mem)
+		munmap(e->panel_mem, e->panel_map);
+	e->panel_map = 0;
 	e->panel_layers = NULL;
 	e->panel_mem = NULL;
 	e->panel_bytes = 0;

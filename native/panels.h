@@ -12,12 +12,15 @@
  * or Q6_K, rows a multiple of 8), or left in rows, whole: an engine never computes one
  * matrix both ways, so a row's result never depends on the path it took
  * (mm_f16_panel.h: the two layouts sum in different orders). The token
- * embedding and the output matrix stay in rows: the embedding is read by
- * row (and often is the output matrix).
+ * embedding stays in rows: it is read by row. The output matrix (often
+ * the embedding itself) is computed in K-quant tiles when it can be
+ * (e->output; bitwise the rows' logits), else in rows: F16 panels would
+ * change the logits' rounding, and an embedding the output shares is then
+ * read by row from the file's pages (the dropped ones fault back in).
  *
  * The file's pages of a repacked matrix are dropped from the process
  * (madvise MADV_DONTNEED: the mapping is private and read-only, so a later
- * read faults the same bytes back in), so an F16 model is not resident
+ * read faults the same bytes back in), so a model is not resident
  * twice.
  */
 #ifndef PM_PANELS_H
@@ -25,7 +28,7 @@
 
 #include "engine_internal.h"
 
-/* panels_build sets e->layers after forward_select_kernels (e->isa, e->m):
+/* panels_build sets e->layers and e->output after forward_select_kernels (e->isa, e->m):
  * PM_OK, or PM_ERR_NOMEM with e's error set. */
 int panels_build(pm_engine *e);
 

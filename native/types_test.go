@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/picometer/picometer/gguf"
 	"github.com/picometer/picometer/modelgen"
 	"github.com/picometer/picometer/native/internal/reference"
 )
@@ -241,28 +243,35 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 // and on the AVX2 and AVX-VNNI paths every Q4_K and Q6_K one whose rows
 // are whole tiles of 8 in tiles (kx8.h), and says how many bytes it repacked
 // (Info().F16PanelBytes, KX8Bytes); on the portable path, or for a file
-// without such matrices, it repacks nothing. The token embedding and the
-// output matrix stay in rows. Logits and greedy tokens repacked are held
+// without such matrices, it repacks nothing. The token embedding stays in
+// rows; the output matrix is in tiles when it is Q4_K or Q6_K (bitwise the
+// rows' logits), never in panels. Logits and greedy tokens repacked are held
 // to the reference by TestTypesLogitsMatchReference and
 // TestTypesInvariance.
 func TestTypesRepacked(t *testing.T) {
-	for _, typ := range []string{"f16", "f32", "q8_0", "q4_k_m"} {
+	for _, typ := range []string{"f16", "f32", "q8_0", "q4_0", "q4_k_m", "q6_k"} {
 		path, _ := typedModel(t, typ)
 		f, err := ReadGGUF(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var panels, tiles int64 // F16 (type 1); Q4_K, Q6_K (types 12, 14)
+		output := "output.weight"
+		if !slices.ContainsFunc(f.Tensors, func(ts gguf.Tensor) bool { return ts.Name == output }) {
+			output = "token_embd.weight" // tied
+		}
 		for _, ts := range f.Tensors {
-			if len(ts.Dims) == 2 && ts.Dims[1]%8 == 0 && ts.Name != "token_embd.weight" && ts.Name != "output.weight" {
-				switch ts.Type {
-				case 1:
-					panels += int64(len(ts.Data))
-				case 12, 14:
-					tiles += int64(len(ts.Data))
-				}
+			if len(ts.Dims) != 2 || ts.Dims[1]%8 != 0 || ts.Name == "token_embd.weight" && output != ts.Name {
+				continue
+			}
+			switch {
+			case ts.Type == 1 && ts.Name != output:
+				panels += int64(len(ts.Data))
+			case ts.Type == 12 || ts.Type == 14:
+				tiles += int64(len(ts.Data))
 			}
 		}
+		t.Logf("%s: %d bytes in F16 panels, %d in K-quant tiles (the output is %s)", typ, panels, tiles, output)
 		if typ == "f16" && panels == 0 || typ == "q4_k_m" && tiles == 0 {
 			t.Fatalf("%s: no matrix of whole tiles of 8 rows: the test checks nothing", typ)
 		}
