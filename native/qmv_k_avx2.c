@@ -360,12 +360,14 @@ QV_INLINE __m256 x8_q4(__m256 acc, const uint8_t *p, const pm_act256 *x, const u
 	/* bs2[g] = bsums[2g] + bsums[2g + 1] (at most 2 * 16 * 127: int16),
 	 * as int16 pairs (g, g + 1) in dword g / 2 */
 	__m256i bp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
-	__m128i bs2 = _mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1));
+	__m256i bs2 = _mm256_castsi128_si256(
+		_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
 	__m256i summ = _mm256_setzero_si256();
 #pragma GCC unroll 4
 	for (int q = 0; q < 4; q++) {
 		__m256i mp = x8_bytes(q < 2 ? ml : mh, 2 * (q % 2), 2 * (q % 2) + 1);
-		summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp, _mm256_set1_epi32(_mm_extract_epi32(bs2, q))));
+		__m256i bq = _mm256_permutevar8x32_epi32(bs2, _mm256_set1_epi32(q)); /* dword q, broadcast */
+		summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp, bq));
 	}
 	const __m256i m15 = _mm256_set1_epi8(15);
 	__m256i a = _mm256_setzero_si256();

@@ -18,7 +18,8 @@
 # bandwidth: the bytes of weights one decode step reads (matrixbytes) times
 # steps/s (tokens/s at batch 1; tokens/s / b batched), over BW_1 (one
 # thread) or BW_2 (two), bytes/s. Unset, each is measured here first
-# (pmbench -mode bw: a 512 MiB buffer read by 1 or 2 threads, best of 5)
+# (pmbench -mode bw: a 512 MiB buffer in 2 MiB pages read by 1 or 2
+# threads, best of 5)
 # and printed; on a shared machine set them from a quiet moment.
 # PM_KERNEL picks picometer's kernel path (pmbench -kernel: auto,
 # avx512vnni, avxvnni, avx2, neon or portable; default auto, e.g. avx2 to

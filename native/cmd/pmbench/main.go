@@ -5,7 +5,7 @@
 //	pmbench -model M -threads 1 -mode tg -batch 1 -n 128   # decode tok/s, batch requests at once
 //	pmbench -model M -threads 2 -mode pp -n 256            # prefill tok/s of an n-token prompt
 //	pmbench -model M -mode rss                             # resident bytes after loading and a short generation, file bytes, KV bytes
-//	pmbench -mode bw -threads 2                            # read bandwidth, bytes/s (a 512 MiB buffer, best of 5 passes)
+//	pmbench -mode bw -threads 2                            # read bandwidth, bytes/s (a 512 MiB buffer in 2 MiB pages, best of 5 passes)
 //	pmbench -model M -mode tg -kernel avx2 -bw 21.3e9      # ... and on stderr: the kernel path, weights read per token, share of 21.3 GB/s
 //
 // -kernel picks the kernel path (auto, avx512vnni, avxvnni, avx2, neon,
