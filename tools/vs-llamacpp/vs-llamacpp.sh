@@ -70,11 +70,11 @@ go build -o "$tmp/matrixbytes" ./tools/vs-llamacpp/matrixbytes
 kernel=${PM_KERNEL:-auto}
 if [[ -z ${BW_1:-} ]]; then
 	BW_1=$("$tmp/pmbench" -mode bw -threads 1)
-	echo "BW_1 measured: $BW_1 bytes/s (one thread)"
+	echo "BW_1 measured: $BW_1 bytes/s (one thread; in 4 KiB pages, for reference: $("$tmp/pmbench" -mode bw -threads 1 -pages 4k))"
 fi
 if [[ -z ${BW_2:-} ]]; then
 	BW_2=$("$tmp/pmbench" -mode bw -threads 2)
-	echo "BW_2 measured: $BW_2 bytes/s (two threads)"
+	echo "BW_2 measured: $BW_2 bytes/s (two threads; in 4 KiB pages, for reference: $("$tmp/pmbench" -mode bw -threads 2 -pages 4k))"
 fi
 echo "picometer kernel: $("$tmp/pmbench" -model "$1" -mode pp -n 8 -kernel "$kernel" -v 2>&1 >/dev/null | sed -n 's/^pmbench: kernel //p'); CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx2\|fma\|f16c\|avx512f\|avx512vl\|avx512bw\|avx512vnni\|avx_vnni' | tr '\n' ' ')"
 

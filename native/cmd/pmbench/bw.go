@@ -39,10 +39,11 @@ static int pm_bw_has_avx2(void) { return 0; }
 #include <stdint.h>
 #include <sys/mman.h>
 // pm_bw_map maps n bytes (a multiple of 2 MiB) at a 2 MiB boundary, in
-// 2 MiB pages where the kernel gives them (as the engine maps its
-// repacked weights, panels.c): the probe reads memory the way decode
-// does, with no TLB miss per 4 KiB page. NULL when mmap fails.
-static char *pm_bw_map(size_t n)
+// 2 MiB pages where the kernel gives them (huge 1: as the engine maps its
+// repacked weights, panels.c, so the probe reads memory the way decode
+// does, with no TLB miss per 4 KiB page) or in 4 KiB pages (huge 0: as a
+// file mapping is read). NULL when mmap fails.
+static char *pm_bw_map(size_t n, int huge)
 {
 	const size_t H = (size_t)2 << 20;
 	char *p = mmap(NULL, n + H, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -53,8 +54,8 @@ static char *pm_bw_map(size_t n)
 		munmap(p, (size_t)(a - p));
 	if (a + n < p + n + H)
 		munmap(a + n, (size_t)(p + n + H - (a + n)));
-#ifdef MADV_HUGEPAGE
-	madvise(a, n, MADV_HUGEPAGE);
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+	madvise(a, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
 	return a;
 }
@@ -86,14 +87,18 @@ const bwBytes = 512 << 20
 
 // bandwidth measures the read bandwidth of threads threads (bytes/s): each
 // reads its share of a bwBytes buffer with 256-bit loads, all at once,
-// passes times after one untimed pass that faults the pages in; the best
-// pass counts (the rate a streaming kernel can reach when nothing else
+// passes times after one untimed pass that faults the pages in, in 2 MiB
+// pages (huge) or 4 KiB ones; the best pass counts (the rate a streaming kernel can reach when nothing else
 // competes; on a shared machine the others only lower it).
-func bandwidth(threads, passes int) (float64, error) {
+func bandwidth(threads, passes int, huge bool) (float64, error) {
 	if threads < 1 || passes < 1 {
 		return 0, fmt.Errorf("bandwidth: threads %d, passes %d", threads, passes)
 	}
-	base := C.pm_bw_map(bwBytes)
+	h := C.int(0)
+	if huge {
+		h = 1
+	}
+	base := C.pm_bw_map(bwBytes, h)
 	if base == nil {
 		return 0, fmt.Errorf("bandwidth: mmap of %d bytes failed", bwBytes)
 	}

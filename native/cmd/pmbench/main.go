@@ -5,7 +5,7 @@
 //	pmbench -model M -threads 1 -mode tg -batch 1 -n 128   # decode tok/s, batch requests at once
 //	pmbench -model M -threads 2 -mode pp -n 256            # prefill tok/s of an n-token prompt
 //	pmbench -model M -mode rss                             # resident bytes after loading and a short generation, file bytes, KV bytes
-//	pmbench -mode bw -threads 2                            # read bandwidth, bytes/s (a 512 MiB buffer in 2 MiB pages, best of 5 passes)
+//	pmbench -mode bw -threads 2                            # read bandwidth, bytes/s (a 512 MiB buffer in 2 MiB pages, best of 5 passes; -pages 4k: in 4 KiB pages)
 //	pmbench -model M -mode tg -kernel avx2 -bw 21.3e9      # ... and on stderr: the kernel path, weights read per token, share of 21.3 GB/s
 //
 // -kernel picks the kernel path (auto, avx512vnni, avxvnni, avx2, neon,
@@ -42,11 +42,16 @@ func main() {
 	batch := flag.Int("batch", 1, "tg: requests decoding at once")
 	n := flag.Int("n", 128, "tg: decode steps timed; pp: prompt tokens")
 	kernel := flag.String("kernel", "auto", "kernel path: auto, avx512vnni, avxvnni, avx2, neon or portable")
+	pages := flag.String("pages", "2m", "bw: the probe buffer's pages, 2m (as the engine maps its repacked weights) or 4k (as a file mapping)")
 	bw := flag.Float64("bw", 0, "tg: the measured read bandwidth (bytes/s, from -mode bw) to report each decode step's share of on stderr")
 	verbose := flag.Bool("v", false, "print the kernel path and (tg) the weights read per token on stderr")
 	flag.Parse()
 	if *mode == "bw" {
-		b, err := bandwidth(*threads, 5)
+		if *pages != "2m" && *pages != "4k" {
+			fmt.Fprintf(os.Stderr, "pmbench: -pages %q: want 2m or 4k\n", *pages)
+			os.Exit(2)
+		}
+		b, err := bandwidth(*threads, 5, *pages == "2m")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "pmbench:", err)
 			os.Exit(1)
