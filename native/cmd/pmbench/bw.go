@@ -36,30 +36,6 @@ static int pm_bw_has_avx2(void)
 static uint64_t pm_bw_read_avx2(const char *p, size_t n) { (void)p; (void)n; return 0; }
 static int pm_bw_has_avx2(void) { return 0; }
 #endif
-#include <stdint.h>
-#include <sys/mman.h>
-// pm_bw_map maps n bytes (a multiple of 2 MiB) at a 2 MiB boundary, in
-// 2 MiB pages where the kernel gives them (huge 1: as the engine maps its
-// repacked weights, panels.c, so the probe reads memory the way decode
-// does, with no TLB miss per 4 KiB page) or in 4 KiB pages (huge 0: as a
-// file mapping is read). NULL when mmap fails.
-static char *pm_bw_map(size_t n, int huge)
-{
-	const size_t H = (size_t)2 << 20;
-	char *p = mmap(NULL, n + H, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	char *a = (char *)(((uintptr_t)p + H - 1) & ~(uintptr_t)(H - 1));
-	if (a > p)
-		munmap(p, (size_t)(a - p));
-	if (a + n < p + n + H)
-		munmap(a + n, (size_t)(p + n + H - (a + n)));
-#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-	madvise(a, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-#endif
-	return a;
-}
-static void pm_bw_unmap(char *p, size_t n) { munmap(p, n); }
 // pm_bw_read reads n bytes at p (n a multiple of 256, p 32-byte aligned).
 static uint64_t pm_bw_read(const char *p, size_t n)
 {
@@ -77,6 +53,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -94,16 +71,11 @@ func bandwidth(threads, passes int, huge bool) (float64, error) {
 	if threads < 1 || passes < 1 {
 		return 0, fmt.Errorf("bandwidth: threads %d, passes %d", threads, passes)
 	}
-	h := C.int(0)
-	if huge {
-		h = 1
+	buf, unmap, err := mapBuffer(bwBytes, huge)
+	if err != nil {
+		return 0, err
 	}
-	base := C.pm_bw_map(bwBytes, h)
-	if base == nil {
-		return 0, fmt.Errorf("bandwidth: mmap of %d bytes failed", bwBytes)
-	}
-	defer C.pm_bw_unmap(base, bwBytes)
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(base)), bwBytes)
+	defer unmap()
 	const off = 0
 	share := bwBytes / threads / 256 * 256
 	for i := range buf { // fault the pages in, with distinct bytes
@@ -137,4 +109,25 @@ func bandwidth(threads, passes int, huge bool) (float64, error) {
 	}
 	_ = sink
 	return float64(share*threads) / best.Seconds(), nil
+}
+
+// mapBuffer maps n bytes (a multiple of 2 MiB) starting at a 2 MiB
+// boundary, in 2 MiB pages where the kernel gives them (huge: as the
+// engine maps its repacked weights, native/panels.c, so the probe reads
+// memory the way decode does, without a TLB miss per 4 KiB page) or in
+// 4 KiB pages (as a file mapping is read), and the call that unmaps it.
+func mapBuffer(n int, huge bool) ([]byte, func(), error) {
+	const h = 2 << 20
+	m, err := syscall.Mmap(-1, 0, n+h, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bandwidth: mmap of %d bytes: %v", n+h, err)
+	}
+	skip := (h - int(uintptr(unsafe.Pointer(&m[0]))%h)) % h
+	buf := m[skip : skip+n]
+	advice := syscall.MADV_NOHUGEPAGE
+	if huge {
+		advice = syscall.MADV_HUGEPAGE
+	}
+	_ = syscall.Madvise(buf, advice) // a hint: without it, the kernel's default pages
+	return buf, func() { _ = syscall.Munmap(m) }, nil
 }
