@@ -43,9 +43,6 @@
 
 #include "weights.h"
 
-/* the bytes of a tile's super-block */
-enum { KX8_Q4 = 8 * 144, KX8_Q6 = 8 * 210 };
-
 /* pm_kx8_ok: w is Q4_K or Q6_K in rows and its rows a multiple of 8. */
 int pm_kx8_ok(const pm_weight *w);
 
@@ -74,28 +71,6 @@ KX8_INLINE void pm_kx8_q4_d(const uint8_t *p, __m256 *d, __m256 *dmin)
 	h = _mm256_permute4x64_epi64(h, _MM_SHUFFLE(3, 1, 2, 0));
 	*d = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
 	*dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-}
-
-/*
- * pm_kx8_q4_scales decodes a Q4_K super-block's scales and mins of the 8
- * rows by kscales' rule (qmm_k.c): 32-group j < 4 has sc = byte j of u0 &
- * 63, m = byte j of u1 & 63; group 4 + j has sc = (byte j of u2) & 15 |
- * (byte j of u0) >> 6 << 4, m = (byte j of u2) >> 4 | (byte j of u1) >> 6
- * << 4. Lane i of sc[g] and mn[g] holds row i's, as int32.
- */
-KX8_INLINE void pm_kx8_q4_scales(const uint8_t *p, __m256i sc[8], __m256i mn[8])
-{
-	const __m256i u0 = pm_kx8_vec(p, 1), u1 = pm_kx8_vec(p, 2), u2 = pm_kx8_vec(p, 3);
-	const __m256i m63 = _mm256_set1_epi32(63), m30 = _mm256_set1_epi32(0x30), m0f = _mm256_set1_epi32(15);
-#pragma GCC unroll 4
-	for (int j = 0; j < 4; j++) {
-		sc[j] = _mm256_and_si256(_mm256_srli_epi32(u0, 8 * j), m63);
-		mn[j] = _mm256_and_si256(_mm256_srli_epi32(u1, 8 * j), m63);
-		sc[4 + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 8 * j), m0f),
-					    _mm256_and_si256(_mm256_srli_epi32(u0, 8 * j + 2), m30));
-		mn[4 + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 8 * j + 4), m0f),
-					    _mm256_and_si256(_mm256_srli_epi32(u1, 8 * j + 2), m30));
-	}
 }
 
 /* pm_kx8_q6_d: a Q6_K super-block's d of the 8 rows, lane i row i's */

@@ -343,8 +343,11 @@ QV_INLINE __m256i x8_bytes(__m256i v, const int j0, int j1)
 /* x8_q4: Q4_K, super-block p of a tile in PM_LAYOUT_KX8 (kx8.h) against
  * x, added to acc (add_k on 8 lanes, row order): tile8_q4 with the codes
  * already in their lanes. The 6-bit scales and mins are decoded bytewise
- * (kscales' rule, pm_kx8_q4_scales: sl, sh hold scales 0..3 and 4..7 of
- * each row in its lane's bytes, ml, mh the mins), and each group's or
+ * by kscales' rule (qmm_k.c: 32-group j < 4 has sc = byte j of u0 & 63,
+ * m = byte j of u1 & 63; group 4 + j has sc = (byte j of u2) & 15 | (byte
+ * j of u0) >> 6 << 4, m = (byte j of u2) >> 4 | (byte j of u1) >> 6 << 4):
+ * sl, sh hold scales 0..3 and 4..7 of each row in its lane's bytes, ml,
+ * mh the mins, and each group's or
  * pair's int16 operand is one byte shuffle of them, so few registers stay
  * live; summ is 4 vpmaddwd of min pairs against bs2 pairs (the same
  * integer as corr . bsums). */
