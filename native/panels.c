@@ -39,9 +39,9 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 		return PM_LAYOUT_ROWS;
 	if (pm_f16_panel_ok(w))
 		return PM_LAYOUT_PANEL8;
-	/* the K-quant tiles are read by the AVX2 K-quant kernels, which the
-	 * AVX-VNNI set runs too; the AVX-512 VNNI set has its own (rows) */
-	if ((e->isa == PM_ISA_AVX2 || e->isa == PM_ISA_AVXVNNI) && pm_kx8_ok(w))
+	/* the K-quant tiles: every x86 set reads them (the AVX2 kernels at
+	 * batch 1, each set's own tiles in batches) */
+	if (pm_kx8_ok(w))
 		return PM_LAYOUT_KX8;
 	return PM_LAYOUT_ROWS;
 }

@@ -3,8 +3,9 @@
  * another layout than the file's: F16 matrices in panels of 8 rows
  * (mm_f16_panel.h), for a kernel set that runs the panel products (AVX2,
  * AVX-VNNI, AVX-512 VNNI: every x86 set but portable), and Q4_K and Q6_K
- * matrices in tiles of 8 rows (kx8.h) for the sets that run the AVX2 K-quant
- * kernels (AVX2, AVX-VNNI; AVX-512 VNNI has its own). e->layers are the
+ * matrices in tiles of 8 rows (kx8.h) for the same sets (each decodes
+ * them with the AVX2 tile kernels; AVX-512 VNNI's batch tiles read them
+ * too). e->layers are the
  * views forward.c computes with: m->layers when nothing was repacked,
  * else the engine's copy of them with the repacked matrices swapped in.
  *

@@ -14,9 +14,10 @@
  * every grouping of rows of x (fours, a pair, a single row, a row paired
  * with itself). Batch 1 (qmv_k_avx2.c's tiles of 8 Q4_K rows, 4 Q5_K/Q6_K
  * rows) also runs over ranges that end 1 to 7 rows past a whole tile.
- * Q4_K and Q6_K repacked in tiles of 8 rows (kx8.h), as an AVX2 engine
- * computes them: the AVX2 kernels at batch 1 and in batches, split at multiples of 8
- * and 16, bitwise the portable kernel on the rows.
+ * Q4_K and Q6_K repacked in tiles of 8 rows (kx8.h), as an x86 engine
+ * computes them: the AVX2 kernels at batch 1 and in batches, and the
+ * AVX-512 VNNI set's batch tiles where the CPU has it, split at multiples
+ * of 8 and 16, bitwise the portable kernel on the rows.
  */
 #define CTEST_SEED 0x2545f4914f6cdd1dull
 #include "ctest.h"
@@ -42,6 +43,9 @@ static void fill(uint8_t *b, uint32_t ty, size_t rb, size_t bb);
  * the whole tiles) against want (the portable kernel's N x M outputs on
  * the rows) */
 enum { M8 = M / 8 * 8 };
+static void check_x8_set(pm_qmm q, const char *name, const pm_weight *wp, const float *x, const float *want,
+			 char *scratch, float *part);
+
 static void check_x8(const pm_weight *w, const float *x, const float *want, char *scratch)
 {
 	static float part[N * M];
@@ -56,32 +60,44 @@ static void check_x8(const pm_weight *w, const float *x, const float *want, char
 	wp.data = packed;
 	wp.layout = PM_LAYOUT_KX8;
 	CHECK(!pm_kx8_ok(&wp), "type %u: a repacked matrix passed pm_kx8_ok", w->type);
-	pm_qmm q = pm_qmm_k(w->type, 2);
+	/* the plain AVX2 set, and the AVX-512 VNNI one where the CPU has it
+	 * (its own vpdpbusd tiles in batches) */
+	for (int set = 2; set >= 1; set--) {
+		if (set == 1 && !pm_cpu_has_isa(PM_ISA_AVX512VNNI))
+			break;
+		check_x8_set(pm_qmm_k(w->type, set), set == 2 ? "avx2" : "avx512vnni", &wp, x, want, scratch, part);
+	}
+}
+
+/* check_x8_set: q on the tiles wp against want */
+static void check_x8_set(pm_qmm q, const char *name, const pm_weight *wp, const float *x, const float *want,
+			 char *scratch, float *part)
+{
 	/* whole, split at 8 and at 16 (mm_unit), batches of every grouping */
 	int cuts[][4] = {{0, M8, M8, M8}, {0, 8, 24, M8}, {0, 16, M8, M8}};
 	int ns[] = {1, 2, 3, 5, 8, 65, N};
 	for (int c = 0; c < 3; c++)
 		for (int i = 0; i < (int)(sizeof ns / sizeof ns[0]); i++) {
 			int n = ns[i];
-			for (size_t j = 0; j < sizeof part / sizeof part[0]; j++)
+			for (size_t j = 0; j < (size_t)N * M; j++)
 				part[j] = -77.0f;
 			for (int k = 0; k < 3; k++)
 				if (cuts[c][k] < cuts[c][k + 1])
-					pm_matmul_q(q, part, M, x, K, &wp, n, cuts[c][k], cuts[c][k + 1], scratch);
+					pm_matmul_q(q, part, M, x, K, wp, n, cuts[c][k], cuts[c][k + 1], scratch);
 			int bad = 0;
 			for (int r = 0; r < n; r++)
 				for (int m = 0; m < M; m++)
 					bad += m < M8 ? memcmp(&part[r * M + m], &want[r * M + m], sizeof(float)) != 0
 						      : part[r * M + m] != -77.0f;
-			CHECK(bad == 0, "type %u in tiles of 8, batch %d, cut %d: %d outputs differ from the rows' or were written outside",
-			      w->type, n, c, bad);
+			CHECK(bad == 0, "%s type %u in tiles of 8, batch %d, cut %d: %d outputs differ from the rows' or were written outside",
+			      name, wp->type, n, c, bad);
 		}
 	/* batch 1 on every row of x (each row alone is decode) */
 	for (int r = 0; r < N; r += 7) {
 		float one[M];
-		pm_matmul_q(q, one, M, x + (size_t)r * K, K, &wp, 1, 0, M8, scratch);
+		pm_matmul_q(q, one, M, x + (size_t)r * K, K, wp, 1, 0, M8, scratch);
 		CHECK(memcmp(one, want + (size_t)r * M, sizeof(float) * M8) == 0,
-		      "type %u in tiles of 8: row %d of x at batch 1 differs from the rows'", w->type, r);
+		      "%s type %u in tiles of 8: row %d of x at batch 1 differs from the rows'", name, wp->type, r);
 	}
 }
 
