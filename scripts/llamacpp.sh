@@ -16,7 +16,11 @@
 #
 # keyed by the sdist's sha256 (the source) and a hash of the CPU's flags
 # (GGML_NATIVE=ON compiles for this CPU; a cache carried to another CPU must
-# not be reused). A complete build leaves .<target>-complete; anything else is
+# not be reused). LLAMACPP_CPU=avx2 builds for any AVX2 CPU instead
+# (GGML_NATIVE=OFF: SSE4.2, AVX, AVX2, BMI2, FMA, F16C and nothing newer),
+# cached as llama.cpp-<sdist sha>-avx2 and linked to build/llama.cpp-avx2-bin:
+# the peer of picometer's forced AVX2 path on a CPU with more (make
+# llamacpp-avx2; tools/vs-llamacpp takes it as LLAMA_CPP_BIN). A complete build leaves .<target>-complete; anything else is
 # built again (resumed). PICOMETER_NO_LLAMACPP=1 skips it (the tests that need it then skip,
 # except under PICOMETER_LIVE=1). Runs under nice: the machines are shared.
 set -euo pipefail
@@ -36,6 +40,18 @@ for tool in cmake g++; do
 done
 sdist=$(cat "$src/.picometer-sdist")
 cpu=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)
+native=ON
+case ${LLAMACPP_CPU:-native} in
+native) ;;
+avx2)
+	cpu=avx2 native=OFF link=build/llama.cpp-avx2-bin
+	grep -qw avx2 /proc/cpuinfo || { echo "llamacpp: LLAMACPP_CPU=avx2: this CPU has no AVX2" >&2; exit 1; }
+	;;
+*)
+	echo "llamacpp: LLAMACPP_CPU: unknown \"$LLAMACPP_CPU\" (want native or avx2)" >&2
+	exit 2
+	;;
+esac
 cache=${PICOMETER_CACHE:-$HOME/.cache/picometer}/llama.cpp-${sdist:0:16}-$cpu
 targets=(llama)
 want=$cache/work/bin/libllama.so
@@ -54,7 +70,7 @@ if [[ ! -f $stamp || ! -e $want ]]; then
 	command -v ninja >/dev/null && gen=(-G Ninja)
 	if [[ ! -f $cache/work/CMakeCache.txt ]]; then
 		nice -n 10 cmake -S "$src" -B "$cache/work" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-			-DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+			-DGGML_NATIVE=$native -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
 			-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
 			-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >"$cache/cmake.log" 2>&1 ||
 			{ tail -30 "$cache/cmake.log" >&2; echo "llamacpp: cmake configure failed ($cache/cmake.log)" >&2; exit 1; }

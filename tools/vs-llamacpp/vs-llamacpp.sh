@@ -5,7 +5,10 @@
 #
 # llama.cpp's llama-bench and llama-batched-bench come from build/llama.cpp-bin
 # (make llamacpp builds them from the vendored source), or from
-# $LLAMA_CPP_DIR/build/bin when LLAMA_CPP_DIR names another checkout. For each model the two engines
+# $LLAMA_CPP_DIR/build/bin when LLAMA_CPP_DIR names another checkout, or
+# from $LLAMA_CPP_BIN when set (e.g. build/llama.cpp-avx2-bin, which make
+# llamacpp-avx2 builds for any AVX2 CPU: the peer of PM_KERNEL=avx2 on a
+# CPU with AVX-512). For each model the two engines
 # run alternately, PAIRS times each (default 5), on the same file (a copy
 # whose tokenizer.ggml.model says "llama": llama.cpp refuses picometer's
 # byte vocabulary; the tensors are the same bytes). Printed per measurement:
@@ -20,7 +23,9 @@
 # thread) or BW_2 (two), bytes/s. Unset, each is measured here first
 # (pmbench -mode bw: a 512 MiB buffer in 2 MiB pages read by 1 or 2
 # threads, best of 5)
-# and printed; on a shared machine set them from a quiet moment.
+# and printed, and measured again after each model (a figure that moved
+# says how far the shares can be trusted); on a shared machine set them
+# from a quiet moment.
 # PM_KERNEL picks picometer's kernel path (pmbench -kernel: auto,
 # avx512vnni, avxvnni, avx2, neon or portable; default auto, e.g. avx2 to
 # force the AVX2 path on an AVX-512 machine, neon only on ARM64). Both engines time warm runs: llama-bench
@@ -41,6 +46,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=build/llama.cpp-bin
 [[ -n ${LLAMA_CPP_DIR:-} ]] && bin=$LLAMA_CPP_DIR/build/bin
+[[ -n ${LLAMA_CPP_BIN:-} ]] && bin=$LLAMA_CPP_BIN
 if [[ ! -x $bin/llama-bench || ! -x $bin/llama-batched-bench ]]; then
 	echo "vs-llamacpp: skipped: no llama-bench and llama-batched-bench in $bin (make llamacpp builds them there, or set LLAMA_CPP_DIR to a llama.cpp checkout with both built in build/bin)"
 	exit 0
@@ -68,6 +74,8 @@ go build -o "$tmp/pmbench" ./native/cmd/pmbench
 go build -o "$tmp/retok" ./tools/vs-llamacpp/retok
 go build -o "$tmp/matrixbytes" ./tools/vs-llamacpp/matrixbytes
 kernel=${PM_KERNEL:-auto}
+bw_here=0
+[[ -z ${BW_1:-} || -z ${BW_2:-} ]] && bw_here=1
 if [[ -z ${BW_1:-} ]]; then
 	BW_1=$("$tmp/pmbench" -mode bw -threads 1)
 	echo "BW_1 measured: $BW_1 bytes/s (one thread; in 4 KiB pages, for reference: $("$tmp/pmbench" -mode bw -threads 1 -pages 4k))"
@@ -76,6 +84,7 @@ if [[ -z ${BW_2:-} ]]; then
 	BW_2=$("$tmp/pmbench" -mode bw -threads 2)
 	echo "BW_2 measured: $BW_2 bytes/s (two threads; in 4 KiB pages, for reference: $("$tmp/pmbench" -mode bw -threads 2 -pages 4k))"
 fi
+echo "llama.cpp: $bin -> $(readlink -f "$bin")"
 echo "picometer kernel: $("$tmp/pmbench" -model "$1" -mode pp -n 8 -kernel "$kernel" -v 2>&1 >/dev/null | sed -n 's/^pmbench: kernel //p'); CPU flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx2\|fma\|f16c\|avx512f\|avx512vl\|avx512bw\|avx512vnni\|avx_vnni' | tr '\n' ' ')"
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
@@ -142,5 +151,9 @@ for model in "$@"; do
 	want batched && for b in 8 16; do
 		run "batched tg b=$b t=$bt" "llama_batched '$copy' $bt $b" "'$tmp/pmbench' -model '$copy' -kernel $kernel -threads $bt -mode tg -batch $b -n 128" "$bt" "$b"
 	done
-	echo "   (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
+	# the probe again when it was measured here: a figure that moved
+	# since the first says how far the shares above can be trusted
+	again=""
+	[[ $bw_here == 1 ]] && again="; bandwidth now $("$tmp/pmbench" -mode bw -threads 1) one thread, $("$tmp/pmbench" -mode bw -threads 2) two"
+	echo "   (load average after: $(cut -d' ' -f1-3 /proc/loadavg)$again)"
 done
