@@ -59,6 +59,15 @@ enum { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 };
  * one thread, 1.14x and 1.17x against 1 in alternating runs) */
 enum { DPF = 2 };
 
+/* the most bytes ahead that tile8 prefetches into L1 (half of a 32 KiB
+ * L1d); tiles whose DPF tiles ahead lie farther are prefetched into L2
+ * instead: prefetched into L1 from 2 tiles of 8 rows ahead (35 KiB for
+ * llama-3.2-1b's 2048-wide Q8_0 rows) the lines were evicted before use,
+ * and decode read 9.6 tokens/s against 15.4 into L2 (alternating pmbench,
+ * one thread, AMD EPYC Zen 4); the default model's rows (8.7 KiB ahead,
+ * L3-resident) ran 0.89x into L2 and stay in L1. */
+enum { PF_L1 = 16384 };
+
 /* bytes per block; the offsets of a block's qs and (Q5) qh */
 V2_INLINE int bbytes(const int T)
 {
@@ -181,8 +190,10 @@ V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, cons
 /* tile8: outputs of weight rows w .. w + nw - 1 (nw <= 8, rb bytes apart;
  * a short tile repeats its last row and stores nw outputs) against the
  * activation row a of nb blocks; the 8 rows DPF tiles on (where the
- * tile after the next starts) are prefetched, a share per block */
-V2_INLINE void tile8(const int T, float *out, const uint8_t *w, size_t rb, int nw, const pm_act32 *a, int nb)
+ * tile after the next starts) are prefetched, a share per block, into L1
+ * or (L2 set: PF_L1) into L2 */
+V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, size_t rb, int nw, const pm_act32 *a,
+		     int nb)
 {
 	const int BB = bbytes(T);
 	const uint8_t *wr[8];
@@ -193,7 +204,10 @@ V2_INLINE void tile8(const int T, float *out, const uint8_t *w, size_t rb, int n
 	__m256 y = _mm256_setzero_ps(), z = _mm256_setzero_ps();
 	for (int j = 0; j < nb; j++) {
 		for (size_t o = 0; o < share; o += 64)
-			_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
+			if (L2)
+				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T1);
+			else
+				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
 		size_t off = (size_t)j * BB;
 		__m256 si = _mm256_cvtepi32_ps(dot8(T, wr, off, a + j));
 		__m256 dw = half8(wr, off);
@@ -215,9 +229,14 @@ V2_INLINE void tile8(const int T, float *out, const uint8_t *w, size_t rb, int n
 V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, int m0, int m1)
 {
 	int nb = w->cols / 32;
-	for (int m = m0; m < m1; m += 8)
-		tile8(T, out + m, pm_weight_row(w, m), w->row_bytes, m1 - m < 8 ? m1 - m : 8, (const pm_act32 *)xq,
-		      nb);
+	size_t rb = w->row_bytes;
+	const pm_act32 *a = (const pm_act32 *)xq;
+	if ((size_t)(8 * DPF) * rb > PF_L1)
+		for (int m = m0; m < m1; m += 8)
+			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb);
+	else
+		for (int m = m0; m < m1; m += 8)
+			tile8(T, 0, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb);
 }
 
 /* the decode kernel of each type (qmv_32_avx2.h) */
