@@ -455,6 +455,7 @@ func TestE2EDebugKernel(t *testing.T) {
 			Kernel        string `json:"kernel"`
 			F16PanelBytes *int64 `json:"f16_panel_bytes"`
 			KX8Bytes      *int64 `json:"kx8_bytes"`
+			RowCopyBytes  *int64 `json:"row_copy_bytes"`
 		}
 		if err := json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m); err != nil {
 			t.Fatal(err)
@@ -471,6 +472,9 @@ func TestE2EDebugKernel(t *testing.T) {
 		}
 		if m.KX8Bytes == nil || *m.KX8Bytes != ts.d.info.KX8Bytes {
 			t.Errorf("engine.kernel %q: /debug/engine_metrics kx8_bytes %v, want %d", k, m.KX8Bytes, ts.d.info.KX8Bytes)
+		}
+		if m.RowCopyBytes == nil || *m.RowCopyBytes != ts.d.info.RowCopyBytes {
+			t.Errorf("engine.kernel %q: /debug/engine_metrics row_copy_bytes %v, want %d", k, m.RowCopyBytes, ts.d.info.RowCopyBytes)
 		}
 		ts.shutdown()
 	}

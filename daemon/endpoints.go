@@ -108,11 +108,12 @@ type debugBody struct {
 	Kernel        string `json:"kernel"`
 	F16PanelBytes int64  `json:"f16_panel_bytes"` // native.ModelInfo.F16PanelBytes
 	KX8Bytes      int64  `json:"kx8_bytes"`       // native.ModelInfo.KX8Bytes
+	RowCopyBytes  int64  `json:"row_copy_bytes"`  // native.ModelInfo.RowCopyBytes
 }
 
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
 // shape (schema.EngineBody), with the emitter's events_dropped and the
-// kernel path in use ("kernel", with "f16_panel_bytes" and "kx8_bytes"). Its steps list is empty: step records go
+// kernel path in use ("kernel", with "f16_panel_bytes", "kx8_bytes" and "row_copy_bytes"). Its steps list is empty: step records go
 // to the sidecar.
 func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 	b := d.loop.snapshot()
@@ -120,7 +121,7 @@ func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 		errShuttingDown.write(ctx)
 		return
 	}
-	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes})
+	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes, d.info.RowCopyBytes})
 	if err != nil {
 		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
 		return

@@ -156,9 +156,15 @@ type ModelInfo struct {
 	F16PanelBytes int64
 	// KX8Bytes (an open engine's Info) is the bytes of Q4_K and Q6_K
 	// matrices the engine repacked into tiles of 8 rows, the layout its
-	// AVX2 K-quant kernels compute with (the AVX2 and AVX-VNNI paths); 0
-	// when it computes in the file's rows.
+	// x86 K-quant kernels compute with; 0 when it computes in the file's
+	// rows (portable, NEON).
 	KX8Bytes int64
+	// RowCopyBytes (an open engine's Info) is the bytes of the other
+	// matrices (Q8_0, Q4_0, F32, an output left in rows, ...) the engine
+	// copied, rows as they are, next to the repacked ones in 2 MiB pages,
+	// so decode streams no weight from the file's 4 KiB pages; 0 on the
+	// portable and NEON paths.
+	RowCopyBytes int64
 }
 
 // ID identifies a submitted request within one engine.

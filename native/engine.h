@@ -232,10 +232,15 @@ int pm_engine_kernel_name(const pm_engine *e, const char **name);
 int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes);
 
 /* pm_engine_kx8_bytes sets *bytes to the bytes of K-quant weights (Q4_K,
- * Q6_K) the engine repacked into tiles of 8 rows (kx8.h; the AVX2 and
- * AVX-VNNI paths): 0 when it computes every such matrix in the file's
- * rows. */
+ * Q6_K) the engine repacked into tiles of 8 rows (kx8.h; the x86 paths):
+ * 0 when it computes every such matrix in the file's rows. */
 int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes);
+
+/* pm_engine_row_copy_bytes sets *bytes to the bytes of the other
+ * matrices the engine copied in rows, as they are, beside the repacked
+ * ones in 2 MiB pages (panels.h; the x86 paths): 0 when it reads them
+ * from the file's mapping. */
+int pm_engine_row_copy_bytes(const pm_engine *e, uint64_t *bytes);
 
 /*
  * pm_engine_submit copies prompt[0..n) and p, and admits the request into a

@@ -433,6 +433,14 @@ int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes)
 	return PM_OK;
 }
 
+int pm_engine_row_copy_bytes(const pm_engine *e, uint64_t *bytes)
+{
+	if (!e || !bytes)
+		return PM_ERR_ARG;
+	*bytes = e->copy_bytes;
+	return PM_OK;
+}
+
 static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
 {
 	for (int i = 0; i < n; i++)

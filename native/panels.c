@@ -46,6 +46,16 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 	return PM_LAYOUT_ROWS;
 }
 
+/* copy_rows: e streams w (left in rows) from its own copy in 2 MiB pages
+ * rather than from the file's mapping (4 KiB pages): on every x86 path,
+ * so a decode reads all its weights in the pages map_huge gives (Q8_0,
+ * Q4_0, F32 matrices and the output the others leave in rows) */
+static int copy_rows(const pm_engine *e, const pm_weight *w, uint32_t layout)
+{
+	return layout == PM_LAYOUT_ROWS && e->isa != PM_ISA_PORTABLE && e->isa != PM_ISA_NEON && w->data &&
+	       w->rows > 0 && w->row_bytes > 0;
+}
+
 /* output_layout: the layout e computes the output matrix in: K-quant
  * tiles when they can be (bitwise the rows' logits), never F16 panels
  * (they sum in another order than the rows, and the embedding is read by
@@ -56,13 +66,16 @@ static uint32_t output_layout(const pm_engine *e)
 	return l == PM_LAYOUT_KX8 ? l : PM_LAYOUT_ROWS;
 }
 
-/* repack writes w into at in layout and points w at it (layout not
- * rows), dropping the file's pages of it; its bytes are added to the
+/* repack writes w into at in layout (rows: a copy, copy_rows) and points
+ * w at it, dropping the file's pages of it; its bytes are added to the
  * count of the layout */
 static void repack(pm_engine *e, pm_weight *w, uint32_t layout, uint8_t *at)
 {
 	size_t n = (size_t)w->rows * w->row_bytes;
-	if (layout == PM_LAYOUT_PANEL8) {
+	if (layout == PM_LAYOUT_ROWS) {
+		memcpy(at, w->data, n);
+		e->copy_bytes += n;
+	} else if (layout == PM_LAYOUT_PANEL8) {
 		pm_f16_panel_pack((uint16_t *)(void *)at, w);
 		e->panel_bytes += n;
 	} else {
@@ -108,14 +121,17 @@ int panels_build(pm_engine *e)
 	const pm_model *m = e->m;
 	e->layers = m->layers;
 	e->output = m->output;
-	e->panel_bytes = e->kx8_bytes = 0;
-	size_t bytes = output_layout(e) != PM_LAYOUT_ROWS ? padded(&m->output) : 0;
+	e->panel_bytes = e->kx8_bytes = e->copy_bytes = 0;
+	uint32_t ol = output_layout(e);
+	size_t bytes = ol != PM_LAYOUT_ROWS || copy_rows(e, &m->output, ol) ? padded(&m->output) : 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		const pm_weight *ws[N_MATS] = LAYER_MATS(L);
-		for (int i = 0; i < N_MATS; i++)
-			if (repack_layout(e, ws[i]) != PM_LAYOUT_ROWS)
+		for (int i = 0; i < N_MATS; i++) {
+			uint32_t layout = repack_layout(e, ws[i]);
+			if (layout != PM_LAYOUT_ROWS || copy_rows(e, ws[i], layout))
 				bytes += padded(ws[i]);
+		}
 	}
 	if (bytes == 0)
 		return PM_OK;
@@ -134,16 +150,15 @@ int panels_build(pm_engine *e)
 		pm_weight *ws[N_MATS] = LAYER_MATS(P);
 		for (int i = 0; i < N_MATS; i++) {
 			uint32_t layout = repack_layout(e, ws[i]);
-			if (layout != PM_LAYOUT_ROWS) {
+			if (layout != PM_LAYOUT_ROWS || copy_rows(e, ws[i], layout)) {
 				size_t n = padded(ws[i]);
 				repack(e, ws[i], layout, at);
 				at += n;
 			}
 		}
 	}
-	uint32_t layout = output_layout(e);
-	if (layout != PM_LAYOUT_ROWS)
-		repack(e, &e->output, layout, at);
+	if (ol != PM_LAYOUT_ROWS || copy_rows(e, &e->output, ol))
+		repack(e, &e->output, ol, at);
 	e->layers = e->panel_layers;
 	return PM_OK;
 }
@@ -158,4 +173,5 @@ void panels_free(pm_engine *e)
 	e->panel_mem = NULL;
 	e->panel_bytes = 0;
 	e->kx8_bytes = 0;
+	e->copy_bytes = 0;
 }

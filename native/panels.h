@@ -18,8 +18,11 @@
  * (e->output; bitwise the rows' logits), else in rows: F16 panels would
  * change the logits' rounding, and an embedding the output shares is then
  * read by row from the file's pages (the dropped ones fault back in).
+ * On the x86 paths a matrix left in rows (and the output) is copied as it
+ * is beside the repacked ones (e->copy_bytes), all in 2 MiB pages, so
+ * decode reads no weight through the file's 4 KiB pages.
  *
- * The file's pages of a repacked matrix are dropped from the process
+ * The file's pages of a repacked or copied matrix are dropped from the process
  * (madvise MADV_DONTNEED: the mapping is private and read-only, so a later
  * read faults the same bytes back in), so a model is not resident
  * twice.

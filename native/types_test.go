@@ -241,9 +241,10 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 // TestTypesRepacked: an engine on an x86 kernel path computes every F16
 // layer matrix whose rows are whole panels of 8 in panels (mm_f16_panel.h),
 // and every Q4_K and Q6_K one whose rows
-// are whole tiles of 8 in tiles (kx8.h), and says how many bytes it repacked
-// (Info().F16PanelBytes, KX8Bytes); on the portable path, or for a file
-// without such matrices, it repacks nothing. The token embedding stays in
+// are whole tiles of 8 in tiles (kx8.h), and copies every other one (and
+// an output in rows) as it is into the same 2 MiB pages, and says how
+// many bytes it repacked and copied (Info().F16PanelBytes, KX8Bytes,
+// RowCopyBytes); on the portable path it repacks and copies nothing. The token embedding stays in
 // rows; the output matrix is in tiles when it is Q4_K or Q6_K (bitwise the
 // rows' logits), never in panels. Logits and greedy tokens repacked are held
 // to the reference by TestTypesLogitsMatchReference and
@@ -255,37 +256,43 @@ func TestTypesRepacked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var panels, tiles int64 // F16 (type 1); Q4_K, Q6_K (types 12, 14)
+		var panels, tiles, copies int64 // F16 (type 1); Q4_K, Q6_K (types 12, 14); the rest
 		output := "output.weight"
 		if !slices.ContainsFunc(f.Tensors, func(ts gguf.Tensor) bool { return ts.Name == output }) {
 			output = "token_embd.weight" // tied
 		}
 		for _, ts := range f.Tensors {
-			if len(ts.Dims) != 2 || ts.Dims[1]%8 != 0 || ts.Name == "token_embd.weight" && output != ts.Name {
+			if len(ts.Dims) != 2 || ts.Name == "token_embd.weight" && output != ts.Name {
 				continue
 			}
+			whole := ts.Dims[1]%8 == 0
 			switch {
-			case ts.Type == 1 && ts.Name != output:
+			case whole && ts.Type == 1 && ts.Name != output:
 				panels += int64(len(ts.Data))
-			case ts.Type == 12 || ts.Type == 14:
+			case whole && (ts.Type == 12 || ts.Type == 14):
 				tiles += int64(len(ts.Data))
+			default:
+				copies += int64(len(ts.Data))
 			}
 		}
-		t.Logf("%s: %d bytes in F16 panels, %d in K-quant tiles (the output is %s)", typ, panels, tiles, output)
+		t.Logf("%s: %d bytes in F16 panels, %d in K-quant tiles, %d copied in rows (the output is %s)", typ, panels, tiles, copies, output)
 		if typ == "f16" && panels == 0 || typ == "q4_k_m" && tiles == 0 {
 			t.Fatalf("%s: no matrix of whole tiles of 8 rows: the test checks nothing", typ)
 		}
 		for _, kernel := range CPUKernels() {
 			e := openTyped(t, typ, func(c *Config) { c.Kernel = kernel })
-			wantP, wantT := panels, tiles
+			wantP, wantT, wantC := panels, tiles, copies
 			if kernel == "portable" || kernel == "neon" {
-				wantP, wantT = 0, 0
+				wantP, wantT, wantC = 0, 0, 0
 			}
 			if got := e.Info().F16PanelBytes; got != wantP {
 				t.Errorf("%s on %s: F16PanelBytes %d, want %d", typ, kernel, got, wantP)
 			}
 			if got := e.Info().KX8Bytes; got != wantT {
 				t.Errorf("%s on %s: KX8Bytes %d, want %d", typ, kernel, got, wantT)
+			}
+			if got := e.Info().RowCopyBytes; got != wantC {
+				t.Errorf("%s on %s: RowCopyBytes %d, want %d", typ, kernel, got, wantC)
 			}
 		}
 	}
