@@ -50,7 +50,7 @@
  * Q5_K and for matrices in rows. Q4_K and Q6_K in tiles of 8 rows
  * (kx8.h, as every x86 engine now computes them) take qmv_k_avx2.c's
  * tile kernels at batch 1 on VNNI CPUs too, and kqmm_vnni reads the
- * tiles' words as they are (tload8): llama-3.2-1b Q4_K_M decode at one
+ * tiles' words as they are (tload): llama-3.2-1b Q4_K_M decode at one
  * thread, alternating pmbench on AMD EPYC Zen 4, 1.41x against these
  * rows (22.9 -> 32.3 tokens/s).
  *
@@ -558,30 +558,20 @@ VNNI_INLINE void load8x16t(__m256i o[4], const uint8_t *const b[8], size_t off)
 	o[2] = _mm256_unpacklo_epi64(t[1], t[3]), o[3] = _mm256_unpackhi_epi64(t[1], t[3]);
 }
 
-/* tload8: load8t, or with x8 (a super-block of a tile in PM_LAYOUT_KX8,
- * kx8.h) its vectors off / 4 .. off / 4 + 7: the same words, already in
- * their lanes */
-VNNI_INLINE void tload8(__m256i o[8], const uint8_t *const b[8], const uint8_t *x8, size_t off)
+/* tload: N (8: load8t, 4: load8x16t) vectors at offset off of the
+ * blocks b, transposed, or with x8 (a super-block of a tile in
+ * PM_LAYOUT_KX8, kx8.h) its vectors off / 4 .. off / 4 + N - 1: the same
+ * words, already in their lanes */
+VNNI_INLINE void tload(const int N, __m256i *o, const uint8_t *const b[8], const uint8_t *x8, size_t off)
 {
-	if (!x8) {
+	if (!x8 && N == 8)
 		load8t(o, b, off);
-		return;
-	}
-#pragma GCC unroll 8
-	for (int k = 0; k < 8; k++)
-		o[k] = pm_kx8_vec(x8, (int)(off / 4) + k);
-}
-
-/* tload4: load8x16t, or its 4 vectors of a tile's super-block x8 */
-VNNI_INLINE void tload4(__m256i o[4], const uint8_t *const b[8], const uint8_t *x8, size_t off)
-{
-	if (!x8) {
+	else if (!x8)
 		load8x16t(o, b, off);
-		return;
-	}
-#pragma GCC unroll 4
-	for (int w = 0; w < 4; w++)
-		o[w] = pm_kx8_vec(x8, (int)(off / 4) + w);
+	else
+#pragma GCC unroll 8
+		for (int k = 0; k < N; k++)
+			o[k] = pm_kx8_vec(x8, (int)(off / 4) + k);
 }
 
 /* kunpack8: the tile of 8 blocks b[i], or (x8 not NULL, Q4_K and Q6_K)
@@ -608,7 +598,7 @@ VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], const uint8_t *x8
 			t->d = t->dmin =
 				_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(hw, _mm256_set1_epi32(0xffff))));
 		}
-		tload4(sv, b, x8, 192); /* sv[w] lane i: scales 4w..4w+3 of row i */
+		tload(4, sv, b, x8, 192); /* sv[w] lane i: scales 4w..4w+3 of row i */
 #pragma GCC unroll 16
 		for (int s = 0; s < 16; s++)
 			t->sc[s] = _mm256_srai_epi32(_mm256_slli_epi32(sv[s / 4], 24 - 8 * (s % 4)), 24);
@@ -621,7 +611,7 @@ VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], const uint8_t *x8
 		 * byte s of u1, 6 bits each; s = 4 + j has sc = (byte j of u2)
 		 * & 15 | (byte j of u0) >> 6 << 4, m = (byte j of u2) >> 4 |
 		 * (byte j of u1) >> 6 << 4) */
-		tload4(sv, b, x8, 0);
+		tload(4, sv, b, x8, 0);
 		t->d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(sv[0], _mm256_set1_epi32(0xffff))));
 		t->dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(sv[0], 16)));
 		const __m256i m63 = _mm256_set1_epi32(63), m30 = _mm256_set1_epi32(0x30), m0f = _mm256_set1_epi32(15);
@@ -645,9 +635,9 @@ VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], const uint8_t *x8
 #pragma GCC unroll 16
 		for (int c = 0; c < 2; c++) {
 			__m256i l0[8], l1[8];
-			tload8(l0, b, x8, 64 * (size_t)c);
-			tload8(l1, b, x8, 64 * (size_t)c + 32);
-			tload8(q, b, x8, 128 + 32 * (size_t)c);
+			tload(8, l0, b, x8, 64 * (size_t)c);
+			tload(8, l1, b, x8, 64 * (size_t)c + 32);
+			tload(8, q, b, x8, 128 + 32 * (size_t)c);
 #pragma GCC unroll 16
 			for (int k = 0; k < 8; k++) {
 				__m256i hb = q[k];
@@ -667,7 +657,7 @@ VNNI_INLINE void kunpack8(kblk8 *t, const uint8_t *const b[8], const uint8_t *x8
 		/* the packed bytes, transposed: kchain takes the nibbles */
 #pragma GCC unroll 16
 		for (int c = 0; c < 4; c++) {
-			tload8(q, b, x8, 16 + 32 * (size_t)c);
+			tload(8, q, b, x8, 16 + 32 * (size_t)c);
 #pragma GCC unroll 16
 			for (int k = 0; k < 8; k++)
 				t->q[8 * c + k] = q[k];
