@@ -129,7 +129,11 @@ void pool_run(pm_engine *e, job_fn fn, const void *arg, int nc)
 	if (gen == 0) /* 0 is no job yet, what a new worker has seen */
 		gen = ++e->job_seq;
 	uint64_t w = (uint64_t)gen << 32 | (uint64_t)nc << 16;
-	atomic_store(&e->job_word, w); /* seq_cst: ordered before the sleepers load */
+	/* an exchange, not a store: a read-modify-write orders it before the
+	 * sleepers load on every machine, emulated ones too (qemu-user on x86
+	 * hosts runs an AArch64 stlr as a plain store, which a later load may
+	 * pass: the Dekker pair then lost a wakeup and both threads slept) */
+	atomic_exchange(&e->job_word, w);
 	if (atomic_load(&e->sleepers) > 0) {
 		pthread_mutex_lock(&e->mu);
 		pthread_cond_broadcast(&e->cv_go);
@@ -142,7 +146,7 @@ void pool_run(pm_engine *e, job_fn fn, const void *arg, int nc)
 			continue;
 		}
 		pthread_mutex_lock(&e->mu);
-		atomic_store(&e->caller_waits, 1);
+		atomic_exchange(&e->caller_waits, 1); /* a read-modify-write, as above */
 		while (atomic_load(&e->job_done) < nc)
 			pthread_cond_wait(&e->cv_done, &e->mu);
 		atomic_store(&e->caller_waits, 0);
