@@ -121,7 +121,7 @@ struct pm_engine {
 	size_t panel_map;
 	size_t panel_bytes;     /* the F16 matrices' bytes in panels (without alignment) */
 	size_t kx8_bytes;       /* the K-quant matrices' bytes in tiles of 8 (kx8.h) */
-	size_t copy_bytes;      /* the matrices' bytes copied in rows (panels.c: copy_rows) */
+	size_t copy_bytes;      /* the matrices' bytes copied in rows (panels.c: in_map) */
 
 	/* model shape */
 	int dim, n_layers, n_heads, n_kv_heads, hd, qdim, kvdim, ffn, vocab, ctx;

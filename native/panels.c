@@ -46,14 +46,14 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 	return PM_LAYOUT_ROWS;
 }
 
-/* copy_rows: e streams w (left in rows) from its own copy in 2 MiB pages
- * rather than from the file's mapping (4 KiB pages): on every x86 path,
- * so a decode reads all its weights in the pages map_huge gives (Q8_0,
- * Q4_0, F32 matrices and the output the others leave in rows) */
-static int copy_rows(const pm_engine *e, const pm_weight *w, uint32_t layout)
+/* in_map: w, to be computed in layout, goes into the engine's mapping:
+ * repacked, or (rows) copied as it is on every x86 path, so a decode
+ * reads all its weights in the 2 MiB pages map_huge gives rather than the
+ * file's 4 KiB ones (Q8_0, Q4_0, F32 matrices and an output in rows) */
+static int in_map(const pm_engine *e, const pm_weight *w, uint32_t layout)
 {
-	return layout == PM_LAYOUT_ROWS && e->isa != PM_ISA_PORTABLE && e->isa != PM_ISA_NEON && w->data &&
-	       w->rows > 0 && w->row_bytes > 0;
+	return layout != PM_LAYOUT_ROWS || (e->isa != PM_ISA_PORTABLE && e->isa != PM_ISA_NEON && w->data &&
+					    w->rows > 0 && w->row_bytes > 0);
 }
 
 /* output_layout: the layout e computes the output matrix in: K-quant
@@ -66,7 +66,7 @@ static uint32_t output_layout(const pm_engine *e)
 	return l == PM_LAYOUT_KX8 ? l : PM_LAYOUT_ROWS;
 }
 
-/* repack writes w into at in layout (rows: a copy, copy_rows) and points
+/* repack writes w into at in layout (rows: a copy, in_map) and points
  * w at it, dropping the file's pages of it; its bytes are added to the
  * count of the layout */
 static void repack(pm_engine *e, pm_weight *w, uint32_t layout, uint8_t *at)
@@ -123,13 +123,13 @@ int panels_build(pm_engine *e)
 	e->output = m->output;
 	e->panel_bytes = e->kx8_bytes = e->copy_bytes = 0;
 	uint32_t ol = output_layout(e);
-	size_t bytes = ol != PM_LAYOUT_ROWS || copy_rows(e, &m->output, ol) ? padded(&m->output) : 0;
+	size_t bytes = in_map(e, &m->output, ol) ? padded(&m->output) : 0;
 	for (int l = 0; l < m->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		const pm_weight *ws[N_MATS] = LAYER_MATS(L);
 		for (int i = 0; i < N_MATS; i++) {
 			uint32_t layout = repack_layout(e, ws[i]);
-			if (layout != PM_LAYOUT_ROWS || copy_rows(e, ws[i], layout))
+			if (in_map(e, ws[i], layout))
 				bytes += padded(ws[i]);
 		}
 	}
@@ -150,14 +150,14 @@ int panels_build(pm_engine *e)
 		pm_weight *ws[N_MATS] = LAYER_MATS(P);
 		for (int i = 0; i < N_MATS; i++) {
 			uint32_t layout = repack_layout(e, ws[i]);
-			if (layout != PM_LAYOUT_ROWS || copy_rows(e, ws[i], layout)) {
+			if (in_map(e, ws[i], layout)) {
 				size_t n = padded(ws[i]);
 				repack(e, ws[i], layout, at);
 				at += n;
 			}
 		}
 	}
-	if (ol != PM_LAYOUT_ROWS || copy_rows(e, &e->output, ol))
+	if (in_map(e, &e->output, ol))
 		repack(e, &e->output, ol, at);
 	e->layers = e->panel_layers;
 	return PM_OK;
