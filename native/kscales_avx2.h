@@ -1,7 +1,7 @@
 /*
- * kscales_avx2.h: the Q4_K/Q5_K scale decoding that qmm_k.c's VNNI decode
- * path and qmv_k_avx2.c's AVX2 one share. x86-64 only; AVX2 code that
- * inlines into any caller compiled for AVX2 or more.
+ * kscales_avx2.h: the Q4_K/Q5_K scale decoding that qmm_k_vnni.c's VNNI
+ * decode path and qmv_k_avx2.c's AVX2 one share. x86-64 only; AVX2 code
+ * that inlines into any caller compiled for AVX2 or more.
  */
 #ifndef PM_KSCALES_AVX2_H
 #define PM_KSCALES_AVX2_H

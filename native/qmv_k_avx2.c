@@ -2,7 +2,7 @@
  * qmv_k_avx2.c: the AVX2 batch-1 products of the K-quants (Q4_K, Q5_K,
  * Q6_K weights against one row of pm_act256 activations: decode), which
  * qmm_k.c's AVX2 set calls when n == 1 (CPUs with AVX512-VNNI keep
- * qmm_k.c's pairdot). The integer sums and the float step per super-block
+ * qmm_k_vnni.c's pairdot). The integer sums and the float step per super-block
  * are qmm_k.c's (its top comment), so every output is bitwise what the
  * portable path and the batch tiles give, whatever the range or split.
  *

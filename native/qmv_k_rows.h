@@ -1,7 +1,7 @@
 /*
  * qmv_k_rows.h: the row loop of the K-quant batch-1 (n == 1) kernels on
- * x86: qmv_k_avx2.c's AVX2 ones (qmv8, qmv) and qmm_k.c's AVX512-VNNI one
- * (vqmv). A tile of weight rows is used for every super-block while the
+ * x86: qmv_k_avx2.c's AVX2 ones (qmv8, qmv) and qmm_k_vnni.c's AVX512-VNNI
+ * one (vqmv). A tile of weight rows is used for every super-block while the
  * next tile (rows are contiguous) is prefetched a share per super-block:
  * the bytes swept in order, ahead of the reads by exactly one tile.
  * pm_qmv_prefetch is that share (every tile width); PM_QMV4_ROWS the whole

@@ -4,10 +4,11 @@
  * more rows of x than one pass holds, extreme codes and scales (the
  * integer ranges), and the AVX2 set bitwise the portable one (both run the
  * same integer sums and the same float32 steps, qmm_k.c), in both of its
- * forms: where the CPU has AVX512-VNNI, pm_qmm_k(type, 1) (vpdpwssd at
- * batch 1, interleaved vpdpbusd tiles of 8 weight rows for batches), and
- * with plain AVX2 instructions (pm_qmm_k(type, 2): qmm_k_avx2.c's
- * interleaved vpmaddubsw tiles of 8 weight rows for batches). M = 37
+ * forms: where the CPU has AVX512-VNNI, pm_qmm_k(type, 1) (qmm_k_vnni.c:
+ * vpdpwssd at batch 1, interleaved vpdpbusd tiles of 8 weight rows for
+ * batches), and with plain AVX2 instructions (pm_qmm_k(type, 2):
+ * qmm_k_avx2.c's interleaved vpmaddubsw tiles of 8 weight rows for
+ * batches). M = 37
  * makes several tiles of 16 and of 8 rows and a short last one, and the
  * splits short tiles of every length; N = 70 more rows of x than one pass
  * (64) holds, and batches of 2, 3, 5, 6, 7, 8, 16, 65, 66, 67 and 70 take
