@@ -68,6 +68,10 @@ enum { DPF = 2 };
  * L3-resident) ran 0.89x into L2 and stay in L1. */
 enum { PF_L1 = 16384 };
 
+/* the most blocks (rows of 16384) whose Q8_0 activation sums qmv
+ * computes once, on the stack (2 KiB), rather than once per tile */
+enum { XS_MAX = 512 };
+
 /* bytes per block; the offsets of a block's qs and (Q5) qh */
 V2_INLINE int bbytes(const int T)
 {
@@ -141,9 +145,24 @@ V2_INLINE void hi8(const int T, __m256i g[8], const uint8_t *const wr[8], size_t
 	}
 }
 
+/* xsum128: 128 * the sum of activation block a's codes (Q8_0's term
+ * added to S: see the top), in every lane */
+V2_INLINE __m256i xsum128(const pm_act32 *a)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i x = _mm256_loadu_si256((const __m256i *)a->q);
+	__m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), ones);
+	t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4e));
+	t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0xb1));
+	t = _mm256_add_epi32(t, _mm256_permute2x128_si256(t, t, 1));
+	return _mm256_slli_epi32(t, 7);
+}
+
 /* dot8: S of block off of the 8 rows against activation block a, row i's
- * in lane i (exact: see the top) */
-V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, const pm_act32 *a)
+ * in lane i (exact: see the top); xs (Q8_0, or NULL): the blocks'
+ * xsum128, computed once per call instead of once per tile */
+V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, const pm_act32 *a,
+		       const int32_t *xs)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 	if (T == Q8_0) {
@@ -161,11 +180,7 @@ V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, cons
 		__m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
 					     _mm256_permute2x128_si256(h0, h1, 0x31));
 		/* + 128 * the activation block's sum, in every lane */
-		__m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), ones);
-		t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4e));
-		t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0xb1));
-		t = _mm256_add_epi32(t, _mm256_permute2x128_si256(t, t, 1));
-		return _mm256_add_epi32(s, _mm256_slli_epi32(t, 7));
+		return _mm256_add_epi32(s, xs ? _mm256_set1_epi32(*xs) : xsum128(a));
 	}
 	__m256i g[8];
 	nib8(T, g, wr, off);
@@ -193,7 +208,7 @@ V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, cons
  * tile after the next starts) are prefetched, a share per block, into L1
  * or (L2 set: PF_L1) into L2 */
 V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, size_t rb, int nw, const pm_act32 *a,
-		     int nb)
+		     int nb, const int32_t *xs)
 {
 	const int BB = bbytes(T);
 	const uint8_t *wr[8];
@@ -209,7 +224,7 @@ V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, si
 			else
 				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
 		size_t off = (size_t)j * BB;
-		__m256 si = _mm256_cvtepi32_ps(dot8(T, wr, off, a + j));
+		__m256 si = _mm256_cvtepi32_ps(dot8(T, wr, off, a + j, xs ? xs + j : NULL));
 		__m256 dw = half8(wr, off);
 		__m256 mw = hasmin(T) ? half8(wr, off + 2) : _mm256_mul_ps(dw, _mm256_set1_ps(-offs(T)));
 		y = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[j].d)), si, y);
@@ -231,12 +246,19 @@ V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, 
 	int nb = w->cols / 32;
 	size_t rb = w->row_bytes;
 	const pm_act32 *a = (const pm_act32 *)xq;
+	int32_t xsb[XS_MAX];
+	const int32_t *xs = NULL;
+	if (T == Q8_0 && nb <= XS_MAX) {
+		for (int j = 0; j < nb; j++)
+			xsb[j] = _mm256_cvtsi256_si32(xsum128(a + j));
+		xs = xsb;
+	}
 	if ((size_t)(8 * DPF) * rb > PF_L1)
 		for (int m = m0; m < m1; m += 8)
-			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb);
+			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs);
 	else
 		for (int m = m0; m < m1; m += 8)
-			tile8(T, 0, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb);
+			tile8(T, 0, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs);
 }
 
 /* the decode kernel of each type (qmv_32_avx2.h) */
