@@ -456,6 +456,9 @@ func TestE2EDebugKernel(t *testing.T) {
 			F16PanelBytes *int64 `json:"f16_panel_bytes"`
 			KX8Bytes      *int64 `json:"kx8_bytes"`
 			RowCopyBytes  *int64 `json:"row_copy_bytes"`
+			LLCBytes      *int64 `json:"llc_bytes"`
+			StepBytes     *int64 `json:"step_weight_bytes"`
+			BeyondLLC     *bool  `json:"weights_beyond_llc"`
 		}
 		if err := json.Unmarshal(ts.do("GET", "/debug/engine_metrics", "").body, &m); err != nil {
 			t.Fatal(err)
@@ -475,6 +478,11 @@ func TestE2EDebugKernel(t *testing.T) {
 		}
 		if m.RowCopyBytes == nil || *m.RowCopyBytes != ts.d.info.RowCopyBytes {
 			t.Errorf("engine.kernel %q: /debug/engine_metrics row_copy_bytes %v, want %d", k, m.RowCopyBytes, ts.d.info.RowCopyBytes)
+		}
+		if m.LLCBytes == nil || *m.LLCBytes != ts.d.info.LLCBytes || m.StepBytes == nil || *m.StepBytes != ts.d.info.StepWeightBytes ||
+			m.BeyondLLC == nil || *m.BeyondLLC != (ts.d.info.LLCBytes > 0 && ts.d.info.StepWeightBytes > ts.d.info.LLCBytes) {
+			t.Errorf("engine.kernel %q: /debug/engine_metrics llc_bytes %v, step_weight_bytes %v, weights_beyond_llc %v; want %d, %d",
+				k, m.LLCBytes, m.StepBytes, m.BeyondLLC, ts.d.info.LLCBytes, ts.d.info.StepWeightBytes)
 		}
 		ts.shutdown()
 	}

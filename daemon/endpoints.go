@@ -109,11 +109,16 @@ type debugBody struct {
 	F16PanelBytes int64  `json:"f16_panel_bytes"` // native.ModelInfo.F16PanelBytes
 	KX8Bytes      int64  `json:"kx8_bytes"`       // native.ModelInfo.KX8Bytes
 	RowCopyBytes  int64  `json:"row_copy_bytes"`  // native.ModelInfo.RowCopyBytes
+	// the cache the engine found, the bytes a decode step reads, and
+	// whether they stream from memory (native.ModelInfo.WeightsBeyondLLC)
+	LLCBytes         int64 `json:"llc_bytes"`
+	StepWeightBytes  int64 `json:"step_weight_bytes"`
+	WeightsBeyondLLC bool  `json:"weights_beyond_llc"`
 }
 
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
 // shape (schema.EngineBody), with the emitter's events_dropped and the
-// kernel path in use ("kernel", with "f16_panel_bytes", "kx8_bytes" and "row_copy_bytes"). Its steps list is empty: step records go
+// kernel path in use ("kernel", with "f16_panel_bytes", "kx8_bytes" and "row_copy_bytes"; "llc_bytes", "step_weight_bytes" and "weights_beyond_llc"). Its steps list is empty: step records go
 // to the sidecar.
 func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 	b := d.loop.snapshot()
@@ -121,7 +126,8 @@ func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 		errShuttingDown.write(ctx)
 		return
 	}
-	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes, d.info.RowCopyBytes})
+	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes, d.info.RowCopyBytes,
+		d.info.LLCBytes, d.info.StepWeightBytes, d.info.WeightsBeyondLLC()})
 	if err != nil {
 		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)
 		return

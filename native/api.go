@@ -165,6 +165,20 @@ type ModelInfo struct {
 	// so decode streams no weight from the file's 4 KiB pages; 0 on the
 	// portable and NEON paths.
 	RowCopyBytes int64
+	// LLCBytes (an open engine's Info) is the last-level cache the engine
+	// found (CPU 0's, from Linux's sysfs) and StepWeightBytes the bytes of
+	// the matrices one decode step reads; both 0 where unknown or on a
+	// path whose kernels do not prefetch (portable, NEON). When
+	// StepWeightBytes > LLCBytes > 0 (WeightsBeyondLLC) each token streams
+	// the weights from memory and the decode kernels prefetch into L2.
+	LLCBytes        int64
+	StepWeightBytes int64
+}
+
+// WeightsBeyondLLC reports whether a decode step reads more weight bytes
+// than the last-level cache holds (Info.LLCBytes, Info.StepWeightBytes).
+func (i ModelInfo) WeightsBeyondLLC() bool {
+	return i.LLCBytes > 0 && i.StepWeightBytes > i.LLCBytes
 }
 
 // ID identifies a submitted request within one engine.

@@ -242,6 +242,14 @@ int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes);
  * from the file's mapping. */
 int pm_engine_row_copy_bytes(const pm_engine *e, uint64_t *bytes);
 
+/* pm_engine_cache_fit sets *llc to the last-level cache the engine found
+ * (CPU 0's, from Linux's sysfs; 0: unknown, or a path whose kernels do not
+ * prefetch: portable, NEON) and *step to the bytes of the matrices one
+ * decode step reads (0 there too). When *step > *llc > 0 every token
+ * streams the weights from memory, and the decode kernels prefetch them
+ * into L2 (pm_weight.far). */
+int pm_engine_cache_fit(const pm_engine *e, uint64_t *llc, uint64_t *step);
+
 /*
  * pm_engine_submit copies prompt[0..n) and p, and admits the request into a
  * free slot at once when nobody waits and the KV cache has room; otherwise

@@ -441,6 +441,15 @@ int pm_engine_row_copy_bytes(const pm_engine *e, uint64_t *bytes)
 	return PM_OK;
 }
 
+int pm_engine_cache_fit(const pm_engine *e, uint64_t *llc, uint64_t *step)
+{
+	if (!e || !llc || !step)
+		return PM_ERR_ARG;
+	*llc = e->llc_bytes;
+	*step = e->step_bytes;
+	return PM_OK;
+}
+
 static int check_tokens(pm_engine *e, const char *what, const int32_t *t, int n)
 {
 	for (int i = 0; i < n; i++)

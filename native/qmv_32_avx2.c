@@ -60,7 +60,8 @@ enum { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 };
 enum { DPF = 2 };
 
 /* the most bytes ahead that tile8 prefetches into L1 (half of a 32 KiB
- * L1d); tiles whose DPF tiles ahead lie farther are prefetched into L2
+ * L1d); tiles whose DPF tiles ahead lie farther, or of a matrix streamed
+ * from memory (pm_weight.far: panels.c), are prefetched into L2
  * instead: prefetched into L1 from 2 tiles of 8 rows ahead (35 KiB for
  * llama-3.2-1b's 2048-wide Q8_0 rows) the lines were evicted before use,
  * and decode read 9.6 tokens/s against 15.4 into L2 (alternating pmbench,
@@ -253,7 +254,7 @@ V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, 
 			xsb[j] = _mm256_cvtsi256_si32(xsum128(a + j));
 		xs = xsb;
 	}
-	if ((size_t)(8 * DPF) * rb > PF_L1)
+	if (w->far || (size_t)(8 * DPF) * rb > PF_L1)
 		for (int m = m0; m < m1; m += 8)
 			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs);
 	else

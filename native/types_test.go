@@ -10,8 +10,11 @@ package native
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -244,7 +247,10 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 // are whole tiles of 8 in tiles (kx8.h), and copies every other one (and
 // an output in rows) as it is into the same 2 MiB pages, and says how
 // many bytes it repacked and copied (Info().F16PanelBytes, KX8Bytes,
-// RowCopyBytes); on the portable path it repacks and copies nothing. The token embedding stays in
+// RowCopyBytes), the bytes one decode step reads and the last-level cache
+// it compares them with (StepWeightBytes, LLCBytes: sysfs, read here
+// independently); on the portable path it repacks and copies nothing and
+// reports 0 for those. The token embedding stays in
 // rows; the output matrix is in tiles when it is Q4_K or Q6_K (bitwise the
 // rows' logits), never in panels. Logits and greedy tokens repacked are held
 // to the reference by TestTypesLogitsMatchReference and
@@ -276,6 +282,7 @@ func TestTypesRepacked(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d bytes in F16 panels, %d in K-quant tiles, %d copied in rows (the output is %s)", typ, panels, tiles, copies, output)
+		llc := sysfsLLC(t)
 		if typ == "f16" && panels == 0 || typ == "q4_k_m" && tiles == 0 {
 			t.Fatalf("%s: no matrix of whole tiles of 8 rows: the test checks nothing", typ)
 		}
@@ -294,6 +301,56 @@ func TestTypesRepacked(t *testing.T) {
 			if got := e.Info().RowCopyBytes; got != wantC {
 				t.Errorf("%s on %s: RowCopyBytes %d, want %d", typ, kernel, got, wantC)
 			}
+			wantS, wantL := panels+tiles+copies, llc
+			if kernel == "portable" || kernel == "neon" {
+				wantS, wantL = 0, 0
+			}
+			if got := e.Info().StepWeightBytes; got != wantS {
+				t.Errorf("%s on %s: StepWeightBytes %d, want %d", typ, kernel, got, wantS)
+			}
+			if got := e.Info().LLCBytes; got != wantL {
+				t.Errorf("%s on %s: LLCBytes %d, want %d (sysfs)", typ, kernel, got, wantL)
+			}
 		}
 	}
+}
+
+// sysfsLLC reads CPU 0's last-level cache size the way Linux reports it:
+// the size of the highest-level cache/index*, 0 when there is none.
+func sysfsLLC(t *testing.T) int64 {
+	best, level := int64(0), 0
+	for i := 0; ; i++ {
+		dir := fmt.Sprintf("/sys/devices/system/cpu/cpu0/cache/index%d/", i)
+		lb, err := os.ReadFile(dir + "level")
+		if err != nil {
+			break
+		}
+		sb, err := os.ReadFile(dir + "size")
+		if err != nil {
+			continue
+		}
+		l, err := strconv.Atoi(strings.TrimSpace(string(lb)))
+		if err != nil {
+			t.Fatalf("%slevel: %v", dir, err)
+		}
+		s := strings.TrimSpace(string(sb))
+		mul := int64(1)
+		switch {
+		case strings.HasSuffix(s, "K"):
+			mul, s = 1<<10, strings.TrimSuffix(s, "K")
+		case strings.HasSuffix(s, "M"):
+			mul, s = 1<<20, strings.TrimSuffix(s, "M")
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%ssize: %v", dir, err)
+		}
+		if l > level {
+			best, level = n*mul, l
+		}
+	}
+	if level < 2 {
+		return 0
+	}
+	return best
 }

@@ -52,6 +52,9 @@ typedef struct {
 	int32_t rows, cols;
 	size_t row_bytes; /* pm_type_row_bytes(type, cols) */
 	uint32_t layout;  /* PM_LAYOUT_*: the zero of an initializer is rows */
+	uint32_t far;     /* nonzero: the engine's weights do not fit the last-level
+			   * cache, so decode streams this matrix from memory (its
+			   * kernels prefetch into L2; panels.c sets it) */
 } pm_weight;
 
 /* pm_weight_row returns the bytes of row r (PM_LAYOUT_ROWS; in panels,

@@ -103,7 +103,7 @@ static int check_k(void)
 				for (int it = 0; it < 3; it++) {
 					int K = ks[ki], M = ms[mi];
 					random_rows(wb, ktypes[t], M, K);
-					pm_weight w = {wb, ktypes[t], M, K, pm_type_row_bytes(ktypes[t], K), PM_LAYOUT_ROWS};
+					pm_weight w = {wb, ktypes[t], M, K, pm_type_row_bytes(ktypes[t], K), PM_LAYOUT_ROWS, 0};
 					fill_x(x, KN, K, it);
 					cases += check_batches("neon", port, q, &w, x, KN, it, want, got, sizeof got, scratch);
 					memset(got, 0xff, sizeof got);
@@ -152,7 +152,7 @@ static int check_kernel(int dot, const char *which)
 					if (it == 2 && K < 96)
 						continue;
 					random_rows(wb, types[t], M, K);
-					pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K), PM_LAYOUT_ROWS};
+					pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K), PM_LAYOUT_ROWS, 0};
 					fill_x(x, MAXN, K, it);
 					cases += check_batches(which, port, q, &w, x, MAXN, it, want, got, sizeof got, scratch);
 					/* splits inside and across the 4-row tiles */
@@ -236,7 +236,7 @@ static int check_float(const pm_kernels *neon)
 					CHECK(pm_matmul_float_neon(ty) != NULL, "no neon tile for type %u", ty);
 					uint8_t *rows = wb + off * 3;
 					float_rows(rows, ty, M, K);
-					pm_weight w = {rows, ty, M, K, pm_type_row_bytes(ty, K), PM_LAYOUT_ROWS};
+					pm_weight w = {rows, ty, M, K, pm_type_row_bytes(ty, K), PM_LAYOUT_ROWS, 0};
 					pm_dequant_fn dq = pm_dequant(ty, 0);
 					pm_matmul_w(&pm_kernels_portable, dq, want, M, x, &w, FN, 0, M, scratch);
 					for (int n = 1; n <= FN; n++) {

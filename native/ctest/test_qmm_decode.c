@@ -115,8 +115,9 @@ int main(int argc, char **argv)
 				if (!wb)
 					return 1;
 				fill(wb, ty, M, K);
-				pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS};
+				pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS, 0};
 				for (int it = 0; it < 2; it++) {
+					w.far = (uint32_t)it; /* the second pass prefetches into L2 */
 					for (int i = 0; i < N * K; i++)
 						x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
 					if (it == 1) /* a zero block and signed zeros in row 0 */

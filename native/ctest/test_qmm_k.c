@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 		uint32_t ty = types[t];
 		size_t rb = pm_type_row_bytes(ty, K), bb = rb / (K / 256);
 		fill(wb, ty, rb, bb);
-		pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS};
+		pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS, 0};
 		for (int set = 0; set <= 2 * have_avx2; set++) {
 			pm_qmm q = pm_qmm_k(ty, set);
 			CHECK(q.fn && q.block == 256, "type %u set %d: no kernel", ty, set);

@@ -361,7 +361,7 @@ static int test_qmm(int avx2)
 		random_rows(wb, ty, M, K);
 		for (int i = 0; i < N * K; i++)
 			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
-		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K), PM_LAYOUT_ROWS};
+		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K), PM_LAYOUT_ROWS, 0};
 		pm_matmul_q(q, out, M, x, K, &w, N, 0, M, scratch);
 		/* the activations as the kernel saw them */
 		static float xd[N * K];
@@ -431,7 +431,7 @@ static int test_qmm_vnni(void)
 		random_rows(wb, ty, M, K);
 		for (int i = 0; i < N * K; i++)
 			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
-		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K), PM_LAYOUT_ROWS};
+		pm_weight w = {wb, ty, M, K, pm_type_row_bytes(ty, K), PM_LAYOUT_ROWS, 0};
 		for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
 			int n = ns[c];
 			pm_matmul_q(q0, a, M, x, K, &w, n, 0, M, scratch);
@@ -480,7 +480,7 @@ static int test_qmm_decode(void)
 			if (!wb)
 				return cases;
 			random_rows(wb, ty, M, K);
-			pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS};
+			pm_weight w = {wb, ty, M, K, rb, PM_LAYOUT_ROWS, 0};
 			for (int it = 0; it < 3; it++) {
 				for (int i = 0; i < N * K; i++)
 					x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
@@ -547,7 +547,7 @@ static int test_qmm_avx2_tiles(void)
 		random_rows(wb, types[t], M, K);
 		for (int i = 0; i < N * K; i++)
 			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
-		pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K), PM_LAYOUT_ROWS};
+		pm_weight w = {wb, types[t], M, K, pm_type_row_bytes(types[t], K), PM_LAYOUT_ROWS, 0};
 		pm_matmul_q(q, out, M, x, K, &w, N, 0, M, scratch);
 		pm_matmul_q(q, part, M, x, K, &w, N, 0, 3, scratch);
 		pm_matmul_q(q, part, M, x, K, &w, N, 3, 17, scratch);
@@ -609,7 +609,7 @@ static int test_qmm_q8_xrows(void)
 			wb[(size_t)(i / 32) * 34 + 2 + (size_t)(i % 32)] = (uint8_t)i;
 		for (int i = 0; i < N * K; i++)
 			x[i] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
-		pm_weight w = {wb, PM_TYPE_Q8_0, M, K, rb, PM_LAYOUT_ROWS};
+		pm_weight w = {wb, PM_TYPE_Q8_0, M, K, rb, PM_LAYOUT_ROWS, 0};
 		CHECK(!pm_q8_xrows_takes(N, K / 32), "a batch of %d took the xrows kernel", N);
 		pm_matmul_q(q, big, M, x, K, &w, N, 0, M, scratch);
 		for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
