@@ -242,6 +242,11 @@ V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, si
 	}
 }
 
+int pm_qmv_32_avx2_wide(size_t row_bytes)
+{
+	return (size_t)(8 * DPF) * row_bytes > PF_L1;
+}
+
 V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, int m0, int m1)
 {
 	int nb = w->cols / 32;
@@ -254,7 +259,7 @@ V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, 
 			xsb[j] = _mm256_cvtsi256_si32(xsum128(a + j));
 		xs = xsb;
 	}
-	if (w->far || (size_t)(8 * DPF) * rb > PF_L1)
+	if (w->far || pm_qmv_32_avx2_wide(rb))
 		for (int m = m0; m < m1; m += 8)
 			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs);
 	else

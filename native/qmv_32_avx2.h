@@ -14,4 +14,9 @@ void pm_qmv_q5_0_avx2(float *out, const void *xq, const pm_weight *w, int m0, in
 void pm_qmv_q5_1_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
 void pm_qmv_q8_0_avx2(float *out, const void *xq, const pm_weight *w, int m0, int m1);
 
+/* pm_qmv_32_avx2_wide: rows of row_bytes so wide that these kernels
+ * prefetch them into L2 by distance alone (qmv_32_avx2.c: PF_L1), where
+ * they also outrun the AVX-512 VNNI build's 4-row decode (qmm_32_x86.h) */
+int pm_qmv_32_avx2_wide(size_t row_bytes);
+
 #endif
