@@ -168,13 +168,15 @@ func BenchmarkBatchSpeedup(b *testing.B) {
 
 // BenchmarkPrefill256: prefill tokens/s for a 256-token prompt (one op =
 // submit, prefill in chunks, first token), with the default chunk of 64 and
-// with the whole prompt in one chunk.
+// with the whole prompt in one chunk. Every op submits the same prompt, so
+// the prefix cache is off: with it, every op after the first computed only
+// the prompt's last block (a reuse, BenchmarkMultiTurn's subject).
 func BenchmarkPrefill256(b *testing.B) {
 	path := defaultModel(b)
 	pr := bytesPrompt(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 6)[:255])
 	for _, chunk := range []int{64, 256} {
 		b.Run(fmt.Sprintf("chunk=%d", chunk), func(b *testing.B) {
-			e := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.PrefillChunk = chunk })
+			e := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.PrefillChunk = chunk; c.NoPrefixCache = true })
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()

@@ -104,7 +104,9 @@ func BenchmarkTypes(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("model=%s/threads=%d/prefill=256", name, t), func(b *testing.B) {
 				pr := bytesPrompt(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 6)[:255])
-				e := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.PrefillChunk = 256; c.Threads = t })
+				// the same prompt every op: no prefix cache, or
+				// each op after the first reuses all but its last block
+				e := benchEngine(b, path, func(c *Config) { c.BMax = 1; c.PrefillChunk = 256; c.Threads = t; c.NoPrefixCache = true })
 				b.ReportAllocs()
 				b.ResetTimer()
 				start := time.Now()
