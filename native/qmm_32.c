@@ -29,8 +29,8 @@
  * Speed: decode (n == 1) on AVX2 runs 8 weight rows at a time,
  * interleaved into the lanes of 256-bit registers (qmv_32_avx2.c); the
  * VNNI builds run 4 weight rows at a time against the one activation row,
- * prefetching the next 4 rows as matvec.c does (Q8_0 in wide rows takes
- * the AVX2 8-row tiles there: qmm_32_x86.h's decode; with AVX-512
+ * prefetching the next 4 rows as matvec.c does (Q8_0 in wide rows streamed
+ * from memory takes the AVX2 8-row tiles there: qmm_32_vnni.c; with AVX-512
  * VNNI, Q4_0 and Q5_0 take 4 blocks of 4 rows per step on 512-bit
  * registers, no horizontal sum per block, prefetching 2 tiles ahead:
  * qmm_32_x86.h); batches

@@ -38,7 +38,6 @@
 
 #include "actquant.h"
 #include "qmm_transpose.h"
-#include "qmv_32_avx2.h"
 
 #ifndef QMM_AVXVNNI
 #define QMM_AVXVNNI 0
@@ -785,17 +784,6 @@ static inline __attribute__((always_inline)) DECODE_ATTR void decode(const int T
 	int nb = w->cols / 32;
 	size_t rb = w->row_bytes;
 #if QMM_VNNI
-	/* Q8_0 in wide rows streamed from memory (pm_weight.far): the AVX2
-	 * build's 8-row tiles (bitwise these kernels' results:
-	 * test_qmm_decode.c), which prefetch them into L2. llama-3.2-1b Q8_0
-	 * (2176-byte rows), one thread, AMD EPYC Zen 4: 19.2 -> 22.5
-	 * tokens/s (this 4-row tile prefetching into L2: 21.0). Not for
-	 * narrow rows (smollm2-135m's 612 bytes: 176 here, 162 there) nor
-	 * L3-resident ones (the default model: 0.93x). */
-	if (T == T8_0 && w->far && pm_qmv_32_avx2_wide(rb)) {
-		pm_qmv_q8_0_avx2(out, x, w, m0, m1);
-		return;
-	}
 	if ((T == T4_0 || T == T5_0) && nb <= 4 * DXG) {
 		decode512(T, out, x, w, m0, m1);
 		return;
