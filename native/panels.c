@@ -146,21 +146,16 @@ static size_t llc_bytes(void)
 }
 
 /* mark_far sets far on every matrix of e->layers and e->output when the
- * bytes one decode step reads exceed the last-level cache: then each
+ * n bytes one decode step reads exceed the last-level cache: then each
  * token streams them from memory, and a kernel's prefetch goes to L2
  * (which keeps more misses in flight than L1) whatever its distance.
  * smollm2-135m Q8_0 (143 MB, 612-byte rows: 9.8 KiB ahead, under
- * qmv_32_avx2.c's PF_L1) decoded 1.15-1.25x faster into L2 on AMD EPYC
- * Zen 4 (32 MiB L3), where the L3-resident default model runs 0.89x. */
-static void mark_far(pm_engine *e, pm_layer *layers)
+ * qmv_32_avx2.c's PF_L1) decoded 1.10x faster into L2 at one thread
+ * (alternating pmbench, AMD EPYC Zen 4, 32 MiB L3), where the L3-resident
+ * default model runs 0.89x. */
+static void mark_far(pm_engine *e, pm_layer *layers, size_t n)
 {
 	const pm_model *m = e->m;
-	size_t n = (size_t)m->output.rows * m->output.row_bytes;
-	for (int l = 0; l < m->n_layers; l++) {
-		const pm_weight *ws[N_MATS] = LAYER_MATS(&m->layers[l]);
-		for (int i = 0; i < N_MATS; i++)
-			n += (size_t)ws[i]->rows * ws[i]->row_bytes;
-	}
 	e->step_bytes = n;
 	e->llc_bytes = llc_bytes();
 	uint32_t far = e->llc_bytes > 0 && n > e->llc_bytes;
@@ -185,6 +180,7 @@ int panels_build(pm_engine *e)
 	e->panel_bytes = e->kx8_bytes = e->copy_bytes = 0;
 	uint32_t ol = output_layout(e);
 	size_t bytes = in_map(e, &m->output, ol) ? padded(&m->output) : 0;
+	size_t step = (size_t)m->output.rows * m->output.row_bytes; /* a decode step's reads */
 	for (int l = 0; l < m->n_layers; l++) {
 		const pm_layer *L = &m->layers[l];
 		const pm_weight *ws[N_MATS] = LAYER_MATS(L);
@@ -192,6 +188,7 @@ int panels_build(pm_engine *e)
 			uint32_t layout = repack_layout(e, ws[i]);
 			if (in_map(e, ws[i], layout))
 				bytes += padded(ws[i]);
+			step += (size_t)ws[i]->rows * ws[i]->row_bytes;
 		}
 	}
 	if (bytes == 0) {
@@ -223,7 +220,7 @@ int panels_build(pm_engine *e)
 	if (in_map(e, &e->output, ol))
 		repack(e, &e->output, ol, at);
 	e->layers = e->panel_layers;
-	mark_far(e, e->panel_layers);
+	mark_far(e, e->panel_layers, step);
 	return PM_OK;
 }
 
