@@ -455,6 +455,7 @@ func TestE2EDebugKernel(t *testing.T) {
 			Kernel        string `json:"kernel"`
 			F16PanelBytes *int64 `json:"f16_panel_bytes"`
 			KX8Bytes      *int64 `json:"kx8_bytes"`
+			Q32X8Bytes    *int64 `json:"q32x8_bytes"`
 			RowCopyBytes  *int64 `json:"row_copy_bytes"`
 			LLCBytes      *int64 `json:"llc_bytes"`
 			StepBytes     *int64 `json:"step_weight_bytes"`
@@ -475,6 +476,9 @@ func TestE2EDebugKernel(t *testing.T) {
 		}
 		if m.KX8Bytes == nil || *m.KX8Bytes != ts.d.info.KX8Bytes {
 			t.Errorf("engine.kernel %q: /debug/engine_metrics kx8_bytes %v, want %d", k, m.KX8Bytes, ts.d.info.KX8Bytes)
+		}
+		if m.Q32X8Bytes == nil || *m.Q32X8Bytes != ts.d.info.Q32X8Bytes {
+			t.Errorf("engine.kernel %q: /debug/engine_metrics q32x8_bytes %v, want %d", k, m.Q32X8Bytes, ts.d.info.Q32X8Bytes)
 		}
 		if m.RowCopyBytes == nil || *m.RowCopyBytes != ts.d.info.RowCopyBytes {
 			t.Errorf("engine.kernel %q: /debug/engine_metrics row_copy_bytes %v, want %d", k, m.RowCopyBytes, ts.d.info.RowCopyBytes)

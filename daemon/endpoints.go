@@ -102,12 +102,13 @@ func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
 // debugBody is /debug/engine_metrics: the snapshot, the kernel path the
 // engine computes with (native.Kernels; engine.kernel chose it) and the
 // bytes of weights it computes with repacked: F16 in panels, Q4_K and
-// Q6_K in tiles of 8 rows.
+// Q6_K in tiles of 8 rows, Q4_0 in tiles of 8 rows (AVX2).
 type debugBody struct {
 	*schema.EngineBody
 	Kernel        string `json:"kernel"`
 	F16PanelBytes int64  `json:"f16_panel_bytes"` // native.ModelInfo.F16PanelBytes
 	KX8Bytes      int64  `json:"kx8_bytes"`       // native.ModelInfo.KX8Bytes
+	Q32X8Bytes    int64  `json:"q32x8_bytes"`     // native.ModelInfo.Q32X8Bytes
 	RowCopyBytes  int64  `json:"row_copy_bytes"`  // native.ModelInfo.RowCopyBytes
 	// the cache the engine found, the bytes a decode step reads, and
 	// whether they stream from memory (native.ModelInfo.WeightsBeyondLLC)
@@ -118,7 +119,7 @@ type debugBody struct {
 
 // debugMetrics serves a fresh engine snapshot in MLC-LLM's EngineMetrics
 // shape (schema.EngineBody), with the emitter's events_dropped and the
-// kernel path in use ("kernel", with "f16_panel_bytes", "kx8_bytes" and "row_copy_bytes"; "llc_bytes", "step_weight_bytes" and "weights_beyond_llc"). Its steps list is empty: step records go
+// kernel path in use ("kernel", with "f16_panel_bytes", "kx8_bytes", "q32x8_bytes" and "row_copy_bytes"; "llc_bytes", "step_weight_bytes" and "weights_beyond_llc"). Its steps list is empty: step records go
 // to the sidecar.
 func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 	b := d.loop.snapshot()
@@ -126,7 +127,7 @@ func (d *Daemon) debugMetrics(ctx *fasthttp.RequestCtx) {
 		errShuttingDown.write(ctx)
 		return
 	}
-	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes, d.info.RowCopyBytes,
+	out, err := json.Marshal(debugBody{b, d.info.Kernel, d.info.F16PanelBytes, d.info.KX8Bytes, d.info.Q32X8Bytes, d.info.RowCopyBytes,
 		d.info.LLCBytes, d.info.StepWeightBytes, d.info.WeightsBeyondLLC()})
 	if err != nil {
 		errInternal(fmt.Sprintf("encode engine metrics: %v", err)).write(ctx)

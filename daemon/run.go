@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		socket = "off"
 	}
 	deps.Logger.Info("serving", "url", "http://"+ln.Addr().String(), "version", Version, "model", d.ModelName(),
-		"file", cfg.Model, "context", info.ContextLength, "kernel", info.Kernel, "f16_panel_bytes", info.F16PanelBytes, "kx8_bytes", info.KX8Bytes, "row_copy_bytes", info.RowCopyBytes, "llc_bytes", info.LLCBytes, "step_weight_bytes", info.StepWeightBytes, "weights_beyond_llc", info.WeightsBeyondLLC(), "threads", cfg.Engine.Threads, "metrics_socket", socket)
+		"file", cfg.Model, "context", info.ContextLength, "kernel", info.Kernel, "f16_panel_bytes", info.F16PanelBytes, "kx8_bytes", info.KX8Bytes, "q32x8_bytes", info.Q32X8Bytes, "row_copy_bytes", info.RowCopyBytes, "llc_bytes", info.LLCBytes, "step_weight_bytes", info.StepWeightBytes, "weights_beyond_llc", info.WeightsBeyondLLC(), "threads", cfg.Engine.Threads, "metrics_socket", socket)
 	errc := make(chan error, 1)
 	go func() { errc <- d.Serve(ln) }()
 	select {

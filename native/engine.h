@@ -236,6 +236,11 @@ int pm_engine_f16_panel_bytes(const pm_engine *e, uint64_t *bytes);
  * 0 when it computes every such matrix in the file's rows. */
 int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes);
 
+/* pm_engine_q32x8_bytes sets *bytes to the bytes of Q4_0 weights the
+ * engine repacked into tiles of 8 rows (q32x8.h; the AVX2 path): 0 when
+ * it computes every such matrix in the file's rows. */
+int pm_engine_q32x8_bytes(const pm_engine *e, uint64_t *bytes);
+
 /* pm_engine_row_copy_bytes sets *bytes to the bytes of the other
  * matrices the engine copied in rows, as they are, beside the repacked
  * ones in 2 MiB pages (panels.h; the x86 paths): 0 when it reads them

@@ -433,6 +433,14 @@ int pm_engine_kx8_bytes(const pm_engine *e, uint64_t *bytes)
 	return PM_OK;
 }
 
+int pm_engine_q32x8_bytes(const pm_engine *e, uint64_t *bytes)
+{
+	if (!e || !bytes)
+		return PM_ERR_ARG;
+	*bytes = e->q32x8_bytes;
+	return PM_OK;
+}
+
 int pm_engine_row_copy_bytes(const pm_engine *e, uint64_t *bytes)
 {
 	if (!e || !bytes)

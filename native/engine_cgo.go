@@ -99,10 +99,11 @@ func Open(path string, cfg Config) (*Engine, error) {
 	}
 	var model *C.pm_model
 	var kernel *C.char
-	var panels, kx8, rowCopy, llc, step C.uint64_t
+	var panels, kx8, q32x8, rowCopy, llc, step C.uint64_t
 	if C.pm_engine_get_config(ce, &cc) != C.PM_OK || C.pm_engine_model(ce, &model) != C.PM_OK ||
 		C.pm_engine_kernel_name(ce, &kernel) != C.PM_OK || C.pm_engine_f16_panel_bytes(ce, &panels) != C.PM_OK ||
-		C.pm_engine_kx8_bytes(ce, &kx8) != C.PM_OK || C.pm_engine_row_copy_bytes(ce, &rowCopy) != C.PM_OK ||
+		C.pm_engine_kx8_bytes(ce, &kx8) != C.PM_OK || C.pm_engine_q32x8_bytes(ce, &q32x8) != C.PM_OK ||
+		C.pm_engine_row_copy_bytes(ce, &rowCopy) != C.PM_OK ||
 		C.pm_engine_cache_fit(ce, &llc, &step) != C.PM_OK {
 		C.pm_engine_free(ce)
 		return nil, &Error{Status: StatusInternal, Msg: "BUG: engine accessors failed on a new engine"}
@@ -126,6 +127,7 @@ func Open(path string, cfg Config) (*Engine, error) {
 	e.info.Kernel = C.GoString(kernel)
 	e.info.F16PanelBytes = int64(panels)
 	e.info.KX8Bytes = int64(kx8)
+	e.info.Q32X8Bytes = int64(q32x8)
 	e.info.RowCopyBytes = int64(rowCopy)
 	e.info.LLCBytes = int64(llc)
 	e.info.StepWeightBytes = int64(step)

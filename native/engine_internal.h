@@ -125,6 +125,7 @@ struct pm_engine {
 	size_t panel_map;
 	size_t panel_bytes;     /* the F16 matrices' bytes in panels (without alignment) */
 	size_t kx8_bytes;       /* the K-quant matrices' bytes in tiles of 8 (kx8.h) */
+	size_t q32x8_bytes;     /* the Q4_0 matrices' bytes in tiles of 8 (q32x8.h) */
 	size_t copy_bytes;      /* the matrices' bytes copied in rows (panels.c: in_map) */
 	size_t step_bytes;      /* the matrices' bytes one decode step reads (panels.c) */
 	size_t llc_bytes;       /* the last-level cache of CPU 0, 0: unknown (panels.c) */

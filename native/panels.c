@@ -11,6 +11,7 @@
 #include "mm_f16_panel.h"
 #include "panels.h"
 #include "kx8.h"
+#include "q32x8.h"
 
 /* The matrices of a layer, in one list: a pointer to each in l. */
 #define LAYER_MATS(l) {&(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up, &(l)->w_down}
@@ -44,6 +45,10 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 	 * batch 1, each set's own tiles in batches) */
 	if (pm_kx8_ok(w))
 		return PM_LAYOUT_KX8;
+	/* the Q4_0 tiles: only the AVX2 kernels read them (the VNNI sets'
+	 * tiles read rows) */
+	if (e->isa == PM_ISA_AVX2 && pm_q32x8_ok(w))
+		return PM_LAYOUT_Q32X8;
 	return PM_LAYOUT_ROWS;
 }
 
@@ -58,13 +63,13 @@ static int in_map(const pm_engine *e, const pm_weight *w, uint32_t layout)
 }
 
 /* output_layout: the layout e computes the output matrix in: K-quant
- * tiles when they can be (bitwise the rows' logits), never F16 panels
+ * or Q4_0 tiles when they can be (bitwise the rows' logits), never F16 panels
  * (they sum in another order than the rows, and the embedding is read by
  * row from the file either way) */
 static uint32_t output_layout(const pm_engine *e)
 {
 	uint32_t l = repack_layout(e, &e->m->output);
-	return l == PM_LAYOUT_KX8 ? l : PM_LAYOUT_ROWS;
+	return l == PM_LAYOUT_KX8 || l == PM_LAYOUT_Q32X8 ? l : PM_LAYOUT_ROWS;
 }
 
 /* repack writes w into at in layout (rows: a copy, in_map) and points
@@ -79,9 +84,12 @@ static void repack(pm_engine *e, pm_weight *w, uint32_t layout, uint8_t *at)
 	} else if (layout == PM_LAYOUT_PANEL8) {
 		pm_f16_panel_pack((uint16_t *)(void *)at, w);
 		e->panel_bytes += n;
-	} else {
+	} else if (layout == PM_LAYOUT_KX8) {
 		pm_kx8_pack(at, w);
 		e->kx8_bytes += n;
+	} else {
+		pm_q32x8_pack(at, w);
+		e->q32x8_bytes += n;
 	}
 	drop_pages(e->m, w->data, n);
 	w->data = at;
@@ -177,7 +185,7 @@ int panels_build(pm_engine *e)
 	const pm_model *m = e->m;
 	e->layers = m->layers;
 	e->output = m->output;
-	e->panel_bytes = e->kx8_bytes = e->copy_bytes = 0;
+	e->panel_bytes = e->kx8_bytes = e->q32x8_bytes = e->copy_bytes = 0;
 	uint32_t ol = output_layout(e);
 	size_t bytes = in_map(e, &m->output, ol) ? padded(&m->output) : 0;
 	size_t step = (size_t)m->output.rows * m->output.row_bytes; /* a decode step's reads */
@@ -234,6 +242,7 @@ void panels_free(pm_engine *e)
 	e->panel_mem = NULL;
 	e->panel_bytes = 0;
 	e->kx8_bytes = 0;
+	e->q32x8_bytes = 0;
 	e->copy_bytes = 0;
 	e->step_bytes = 0;
 	e->llc_bytes = 0;

@@ -43,13 +43,15 @@
  * vbroadcasti128 + vpshufd instead of a 32-bit broadcast per group, z
  * back in the y pass. Q8_0 batches of 8 and 14 to 16 rows (batched
  * decode) go to qmm_q8_0_xrows_avx2.c instead, which interleaves the
- * activation rows and not the weights (pm_q8_xrows_takes).
+ * activation rows and not the weights (pm_q8_xrows_takes). Q4_0 in tiles
+ * of 8 rows (PM_LAYOUT_Q32X8, q32x8.h) comes interleaved: xblock loads it.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <string.h>
 
 #include "actquant.h"
+#include "q32x8.h"
 #include "qmm_32_avx2.h"
 #include "qmm_q8_0_xrows_avx2.h"
 #include "qmm_transpose.h"
@@ -147,6 +149,22 @@ A2_INLINE void wblock(const int T, __m256i g[8], __m256i sg[8], __m256 *dw, __m2
 	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
 	*mw = hasmin(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm))
 			: _mm256_mul_ps(*dw, _mm256_set1_ps(-offs(T)));
+}
+
+/* xblock: wblock's g, dw and mw of block b of a Q4_0 tile in
+ * PM_LAYOUT_Q32X8 at t (q32x8.h), nb blocks: its codes are stored
+ * interleaved and its scales side by side */
+A2_INLINE void xblock(__m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *t, int nb, int b)
+{
+	const uint8_t *c = pm_q32x8_codes(t, b);
+	const __m256i m = _mm256_set1_epi8(15);
+	A2_UNROLL for (int j = 0; j < 4; j++) {
+		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * j));
+		g[j] = _mm256_and_si256(v, m);
+		g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+	}
+	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pm_q32x8_scales(t, nb, b)));
+	*mw = _mm256_mul_ps(*dw, _mm256_set1_ps(-offs(Q4_0)));
 }
 
 /* xsum128: 128 * the sum of an activation block's 32 codes, in every lane */
@@ -292,12 +310,13 @@ A2_INLINE void zrows(const int R, __m256 *z, const __m256 *mw, const char *xq, s
 }
 
 /* tile8: outputs of weight rows w .. w + nw - 1 (nw <= 8, rb bytes apart;
- * a short tile repeats its last row and stores nw outputs) against the n
- * (<= XCHUNK) activation rows at xq. Block j of the next tile (the bytes
- * after these) is prefetched with block j of this one: the hardware
- * prefetcher does not follow 8 interleaved row streams. */
-A2_INLINE void tile8(const int T, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw, const char *xq,
-		     size_t xs, const int32_t *x128, int n, int nb)
+ * a short tile repeats its last row and stores nw outputs; X8 (Q4_0): w
+ * is a tile of PM_LAYOUT_Q32X8, nw 8) against the n (<= XCHUNK)
+ * activation rows at xq. Block j of the next tile (the bytes after these)
+ * is prefetched with block j of this one: the hardware prefetcher does
+ * not follow 8 interleaved row streams. */
+A2_INLINE void tile8(const int T, const int X8, float *out, size_t ldo, const uint8_t *w, size_t rb, int nw,
+		     const char *xq, size_t xs, const int32_t *x128, int n, int nb)
 {
 	const int BB = bbytes(T);
 	__m256i g[KB][8], sg[T == Q8_0 ? KB : 1][8];
@@ -314,7 +333,10 @@ A2_INLINE void tile8(const int T, float *out, size_t ldo, const uint8_t *w, size
 			size_t off = (size_t)(k0 + b) * BB;
 			for (int o = 0; o < WT * BB; o += 64)
 				_mm_prefetch(nx + WT * off + o, _MM_HINT_T0);
-			wblock(T, g[b], sg[T == Q8_0 ? b : 0], &dw[b], &mw[b], wr, off);
+			if (X8)
+				xblock(g[b], &dw[b], &mw[b], w, nb, k0 + b);
+			else
+				wblock(T, g[b], sg[T == Q8_0 ? b : 0], &dw[b], &mw[b], wr, off);
 		}
 		if (T == Q4_0 || T == Q4_1) {
 			int r = 0;
@@ -388,9 +410,14 @@ A2_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t 
 				for (int b = 0; b < nb; b++)
 					x128[r * nb + b] = _mm256_cvtsi256_si32(
 						xsum128(((const pm_act32 *)(xc + (size_t)r * xs) + b)->q));
-		for (int m = m0; m < m1; m += WT)
-			tile8(T, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, m1 - m < WT ? m1 - m : WT, xc,
-			      xs, pre ? x128 : NULL, rn, nb);
+		if (T == Q4_0 && w->layout == PM_LAYOUT_Q32X8) /* whole tiles (forward.c's mm_unit) */
+			for (int m = m0; m < m1; m += WT)
+				tile8(T, 1, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, WT, xc, xs, NULL,
+				      rn, nb);
+		else
+			for (int m = m0; m < m1; m += WT)
+				tile8(T, 0, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb,
+				      m1 - m < WT ? m1 - m : WT, xc, xs, pre ? x128 : NULL, rn, nb);
 	}
 }
 

@@ -244,15 +244,16 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 // TestTypesRepacked: an engine on an x86 kernel path computes every F16
 // layer matrix whose rows are whole panels of 8 in panels (mm_f16_panel.h),
 // and every Q4_K and Q6_K one whose rows
-// are whole tiles of 8 in tiles (kx8.h), and copies every other one (and
+// are whole tiles of 8 in tiles (kx8.h), on the AVX2 path every such
+// Q4_0 one in its own tiles (q32x8.h), and copies every other one (and
 // an output in rows) as it is into the same 2 MiB pages, and says how
 // many bytes it repacked and copied (Info().F16PanelBytes, KX8Bytes,
-// RowCopyBytes), the bytes one decode step reads and the last-level cache
+// Q32X8Bytes, RowCopyBytes), the bytes one decode step reads and the last-level cache
 // it compares them with (StepWeightBytes, LLCBytes: sysfs, read here
 // independently); on the portable path it repacks and copies nothing and
 // reports 0 for those. The token embedding stays in
-// rows; the output matrix is in tiles when it is Q4_K or Q6_K (bitwise the
-// rows' logits), never in panels. Logits and greedy tokens repacked are held
+// rows; the output matrix is in tiles when it is Q4_K, Q6_K or (AVX2)
+// Q4_0 (bitwise the rows' logits), never in panels. Logits and greedy tokens repacked are held
 // to the reference by TestTypesLogitsMatchReference and
 // TestTypesInvariance.
 func TestTypesRepacked(t *testing.T) {
@@ -262,7 +263,7 @@ func TestTypesRepacked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var panels, tiles, copies int64 // F16 (type 1); Q4_K, Q6_K (types 12, 14); the rest
+		var panels, tiles, q4tiles, copies int64 // F16 (type 1); Q4_K, Q6_K (types 12, 14); Q4_0 (type 2); the rest
 		output := "output.weight"
 		if !slices.ContainsFunc(f.Tensors, func(ts gguf.Tensor) bool { return ts.Name == output }) {
 			output = "token_embd.weight" // tied
@@ -277,20 +278,25 @@ func TestTypesRepacked(t *testing.T) {
 				panels += int64(len(ts.Data))
 			case whole && (ts.Type == 12 || ts.Type == 14):
 				tiles += int64(len(ts.Data))
+			case whole && ts.Type == 2:
+				q4tiles += int64(len(ts.Data))
 			default:
 				copies += int64(len(ts.Data))
 			}
 		}
-		t.Logf("%s: %d bytes in F16 panels, %d in K-quant tiles, %d copied in rows (the output is %s)", typ, panels, tiles, copies, output)
+		t.Logf("%s: %d bytes in F16 panels, %d in K-quant tiles, %d in Q4_0 tiles, %d copied in rows (the output is %s)", typ, panels, tiles, q4tiles, copies, output)
 		llc := sysfsLLC(t)
-		if typ == "f16" && panels == 0 || typ == "q4_k_m" && tiles == 0 {
+		if typ == "f16" && panels == 0 || typ == "q4_k_m" && tiles == 0 || typ == "q4_0" && q4tiles == 0 {
 			t.Fatalf("%s: no matrix of whole tiles of 8 rows: the test checks nothing", typ)
 		}
 		for _, kernel := range CPUKernels() {
 			e := openTyped(t, typ, func(c *Config) { c.Kernel = kernel })
-			wantP, wantT, wantC := panels, tiles, copies
+			wantP, wantT, wantQ, wantC := panels, tiles, q4tiles, copies
+			if kernel != "avx2" { // only the AVX2 kernels read Q4_0 tiles
+				wantQ, wantC = 0, copies+q4tiles
+			}
 			if kernel == "portable" || kernel == "neon" {
-				wantP, wantT, wantC = 0, 0, 0
+				wantP, wantT, wantQ, wantC = 0, 0, 0, 0
 			}
 			if got := e.Info().F16PanelBytes; got != wantP {
 				t.Errorf("%s on %s: F16PanelBytes %d, want %d", typ, kernel, got, wantP)
@@ -298,10 +304,13 @@ func TestTypesRepacked(t *testing.T) {
 			if got := e.Info().KX8Bytes; got != wantT {
 				t.Errorf("%s on %s: KX8Bytes %d, want %d", typ, kernel, got, wantT)
 			}
+			if got := e.Info().Q32X8Bytes; got != wantQ {
+				t.Errorf("%s on %s: Q32X8Bytes %d, want %d", typ, kernel, got, wantQ)
+			}
 			if got := e.Info().RowCopyBytes; got != wantC {
 				t.Errorf("%s on %s: RowCopyBytes %d, want %d", typ, kernel, got, wantC)
 			}
-			wantS, wantL := panels+tiles+copies, llc
+			wantS, wantL := panels+tiles+q4tiles+copies, llc
 			if kernel == "portable" || kernel == "neon" {
 				wantS, wantL = 0, 0
 			}

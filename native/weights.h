@@ -38,6 +38,8 @@ enum {
 			       * (mm_f16_panel.h; an engine's copy, never the file's) */
 	PM_LAYOUT_KX8 = 2,    /* Q4_K, Q6_K: tiles of 8 rows, each super-block's blocks
 			       * transposed in words (kx8.h; an engine's copy too) */
+	PM_LAYOUT_Q32X8 = 3,  /* Q4_0 (AVX2 engines): tiles of 8 rows, codes transposed in
+			       * words, scales apart (q32x8.h; an engine's copy too) */
 };
 
 /*
