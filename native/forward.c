@@ -269,8 +269,8 @@ static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 		for (int r = 0; r < j->n; r++) {
 			float *x = e->x + (size_t)r * ld;
 			const float *o = j->out[0] + (size_t)r * ld;
-			for (int m = m0; m < m1; m++)
-				x[m] += o[m];
+			if (m0 < m1)
+				e->k->add(x + m0, o + m0, m1 - m0);
 		}
 	} else if (j->post == MM_SWIGLU && m0 < m1) {
 		for (int r = 0; r < j->n; r++)

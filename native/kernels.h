@@ -68,6 +68,10 @@ typedef struct {
 	/* swiglu: g[i] = silu(g[i]) * u[i], i < n. */
 	void (*swiglu)(float *g, const float *u, int n);
 
+	/* add: x[i] += o[i], i < n (one rounding each: every set gives the
+	 * same bits; x and o do not overlap). */
+	void (*add)(float *x, const float *o, int n);
+
 	/* attend: see pm_attend_fn. */
 	pm_attend_fn attend;
 } pm_kernels;
