@@ -94,7 +94,7 @@ static void *alloc(size_t n, size_t size)
 /* alloc_lines is alloc at a cache-line (64-byte) boundary: the matmul
  * outputs' rows then start on a line, so two threads writing the columns
  * either side of a chunk boundary at a multiple of 16 floats (forward.c:
- * mm_unit) never share a line. calloc's large blocks start 16 bytes into a
+ * MM_UNIT) never share a line. calloc's large blocks start 16 bytes into a
  * page: every boundary shared one line per row (F16 prefill at two
  * threads: 3-5 % of its time). Zeroed as calloc's are. */
 static void *alloc_lines(size_t n, size_t size)

@@ -133,7 +133,7 @@ enum { MM_PLAIN, MM_RESIDUAL, MM_SWIGLU };
 /*
  * A matmul job: out_p[n][w_p.rows] = x[n][w_p.cols] . w_p^T for its parts
  * p < np (q, k, v share x; so do gate and up). Chunk c computes rows
- * [tiles*c/nc*u, tiles*(c+1)/nc*u) of every part (u: mm_unit, 4 or 16;
+ * [tiles*c/nc*u, tiles*(c+1)/nc*u) of every part (u: MM_UNIT, 16;
  * tiles = a part's rows / u, rounded up), then the post step on those
  * columns:
  *   MM_RESIDUAL: e->x[r][m] += out_0[r][m] (the residual add after wo, w_down);
@@ -185,7 +185,7 @@ static void aq_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 }
 
 /*
- * mm_range: chunk c's rows [m0, m1) of w, in whole tiles of u rows (mm_unit). A
+ * mm_range: chunk c's rows [m0, m1) of w, in whole tiles of u rows (MM_UNIT). A
  * batch (n > 1) cuts the tiles evenly. A decode at batch 1 with its full
  * MM_CHUNKS_PER_THREAD chunks per thread cuts them in geometrically
  * shrinking chunks (e->mm_geo, forward_build_geo): the threads claim chunks in
@@ -229,26 +229,23 @@ void forward_build_geo(pm_engine *e)
 	e->mm_geo[nc] = 1u << 24;
 }
 
-/* mm_unit: the rows a job's chunks are cut in, 4, or 16 when a part is
- * repacked (panels.h: F16 panels, Q4_K tiles of 8): whole tiles (2-panel
- * ones for F16), and whole 64-byte lines
- * of the output rows (engine_api.c: alloc_lines), so the threads never
- * write one line (F16 prefill at two threads, alternating pmbench on AMD
- * EPYC Zen 3: 1.02-1.05x against 8 and calloc's buffers). One unit for
- * every part, so the post step's parts (gate, up) have the same rows
- * [m0, m1) in every chunk whatever their layouts. */
-static int mm_unit(const mm_job *j)
-{
-	for (int p = 0; p < j->np; p++)
-		if (j->w[p]->layout != PM_LAYOUT_ROWS)
-			return 16;
-	return 4;
-}
+/* MM_UNIT: the rows a job's chunks are cut in: whole tiles of every
+ * kernel (F16 panels and their 2-panel tiles, the tiles of 8 rows of
+ * panels.h, the 8-row AVX2 and 16-row AVX-512 VNNI tiles of the 32-block
+ * types in rows), and whole 64-byte lines of the output rows
+ * (engine_api.c: alloc_lines), so the threads never write one line (F16
+ * prefill at two threads, alternating pmbench on AMD EPYC Zen 3:
+ * 1.02-1.05x against 8 and calloc's buffers). Rows left in the file's
+ * layout were cut in 4s, the old 4-row tiles: a cut inside an 8-row tile
+ * made each side compute a whole one (default Q8_0 pp256 at two threads,
+ * AVX2 path, Zen 4: 1.03x in 16s). One unit for every part, so the post
+ * step's parts (gate, up) have the same rows [m0, m1) in every chunk. */
+enum { MM_UNIT = 16 };
 
 static void mm_task(pm_engine *e, const void *arg, int c, int nc, int tid)
 {
 	const mm_job *j = arg;
-	int m0 = 0, m1 = 0, u = mm_unit(j);
+	int m0 = 0, m1 = 0, u = MM_UNIT;
 	for (int p = 0; p < j->np; p++) {
 		const pm_weight *w = j->w[p];
 		mm_range(e, w, u, j->n, c, nc, &m0, &m1);

@@ -410,7 +410,7 @@ A2_INLINE void batch(const int T, float *out, size_t ldo, const char *x, size_t 
 				for (int b = 0; b < nb; b++)
 					x128[r * nb + b] = _mm256_cvtsi256_si32(
 						xsum128(((const pm_act32 *)(xc + (size_t)r * xs) + b)->q));
-		if (T == Q4_0 && w->layout == PM_LAYOUT_Q32X8) /* whole tiles (forward.c's mm_unit) */
+		if (T == Q4_0 && w->layout == PM_LAYOUT_Q32X8) /* whole tiles (forward.c's MM_UNIT) */
 			for (int m = m0; m < m1; m += WT)
 				tile8(T, 1, out + (size_t)r0 * ldo + m, ldo, pm_weight_row(w, m), rb, WT, xc, xs, NULL,
 				      rn, nb);

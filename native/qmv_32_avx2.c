@@ -307,7 +307,7 @@ V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, 
 		xs = xsb;
 	}
 	if (T == Q4_0 && w->layout == PM_LAYOUT_Q32X8) {
-		/* whole tiles: m0, m1 multiples of 8 (forward.c's mm_unit) */
+		/* whole tiles: m0, m1 multiples of 8 (forward.c's MM_UNIT) */
 		if (w->far || pm_qmv_32_avx2_wide(rb))
 			for (int m = m0; m < m1; m += 8)
 				tile8_x8(1, out + m, pm_weight_row(w, m), rb, a, nb);
