@@ -218,6 +218,17 @@ V2_INLINE __m256i dot8(const int T, const uint8_t *const wr[8], size_t off, cons
 	return sum8(T, g, a);
 }
 
+/* pf_share: a block's share of the tile DPF tiles on, share bytes at p,
+ * prefetched into L1 or (L2 set: PF_L1) into L2 */
+V2_INLINE void pf_share(const int L2, const char *p, size_t share)
+{
+	for (size_t o = 0; o < share; o += 64)
+		if (L2)
+			_mm_prefetch(p + o, _MM_HINT_T1);
+		else
+			_mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 /* tile8: outputs of weight rows w .. w + nw - 1 (nw <= 8, rb bytes apart;
  * a short tile repeats its last row and stores nw outputs) against the
  * activation row a of nb blocks; the 8 rows DPF tiles on (where the
@@ -234,11 +245,7 @@ V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, si
 	size_t share = (8 * rb + (size_t)nb - 1) / (size_t)nb;
 	__m256 y = _mm256_setzero_ps(), z = _mm256_setzero_ps();
 	for (int j = 0; j < nb; j++) {
-		for (size_t o = 0; o < share; o += 64)
-			if (L2)
-				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T1);
-			else
-				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
+		pf_share(L2, nx + (size_t)j * share, share);
 		size_t off = (size_t)j * BB;
 		__m256 si = _mm256_cvtepi32_ps(dot8(T, wr, off, a + j, xs ? xs + j : NULL));
 		__m256 dw = half8(wr, off);
@@ -269,11 +276,7 @@ V2_INLINE void tile8_x8(const int L2, float *out, const uint8_t *t, size_t rb, c
 	const __m256 off = _mm256_set1_ps(-offs(Q4_0));
 	__m256 y = _mm256_setzero_ps(), z = _mm256_setzero_ps();
 	for (int j = 0; j < nb; j++) {
-		for (size_t o = 0; o < share; o += 64)
-			if (L2)
-				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T1);
-			else
-				_mm_prefetch(nx + (size_t)j * share + o, _MM_HINT_T0);
+		pf_share(L2, nx + (size_t)j * share, share);
 		const uint8_t *c = pm_q32x8_codes(t, j);
 		__m256i g[8];
 		V2_UNROLL for (int k = 0; k < 4; k++) {
