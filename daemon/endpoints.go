@@ -102,7 +102,7 @@ func (d *Daemon) ready(ctx *fasthttp.RequestCtx) {
 // debugBody is /debug/engine_metrics: the snapshot, the kernel path the
 // engine computes with (native.Kernels; engine.kernel chose it) and the
 // bytes of weights it computes with repacked: F16 in panels, Q4_K and
-// Q6_K in tiles of 8 rows, Q4_0 in tiles of 8 rows (AVX2).
+// Q6_K in tiles of 8 rows, Q4_0 in tiles of 8 rows (AVX2, AVX-512 VNNI).
 type debugBody struct {
 	*schema.EngineBody
 	Kernel        string `json:"kernel"`

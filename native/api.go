@@ -161,11 +161,11 @@ type ModelInfo struct {
 	KX8Bytes int64
 	// Q32X8Bytes (an open engine's Info) is the bytes of Q4_0 matrices
 	// the engine repacked into tiles of 8 rows (q32x8.h), the layout its
-	// AVX2 kernels compute with; 0 on every other path, which reads the
-	// file's rows.
+	// AVX2 and AVX-512 VNNI kernels compute with; 0 on every other path
+	// (AVX-VNNI, NEON, portable), which reads the file's rows.
 	Q32X8Bytes int64
 	// RowCopyBytes (an open engine's Info) is the bytes of the other
-	// matrices (Q8_0, Q4_0 off the AVX2 path, F32, an output left in rows, ...) the engine
+	// matrices (Q8_0, Q4_0 on AVX-VNNI, F32, an output left in rows, ...) the engine
 	// copied, rows as they are, next to the repacked ones in 2 MiB pages,
 	// so decode streams no weight from the file's 4 KiB pages; 0 on the
 	// portable and NEON paths.

@@ -45,9 +45,9 @@ static uint32_t repack_layout(const pm_engine *e, const pm_weight *w)
 	 * batch 1, each set's own tiles in batches) */
 	if (pm_kx8_ok(w))
 		return PM_LAYOUT_KX8;
-	/* the Q4_0 tiles: only the AVX2 kernels read them (the VNNI sets'
-	 * tiles read rows) */
-	if (e->isa == PM_ISA_AVX2 && pm_q32x8_ok(w))
+	/* the Q4_0 tiles: the AVX2 kernels read them, and AVX-512 VNNI's
+	 * (its batch tiles; decode on them is AVX2's); AVX-VNNI reads rows */
+	if ((e->isa == PM_ISA_AVX2 || e->isa == PM_ISA_AVX512VNNI) && pm_q32x8_ok(w))
 		return PM_LAYOUT_Q32X8;
 	return PM_LAYOUT_ROWS;
 }

@@ -5,13 +5,13 @@
  * AVX-VNNI, AVX-512 VNNI: every x86 set but portable), and Q4_K and Q6_K
  * matrices in tiles of 8 rows (kx8.h) for the same sets (each decodes
  * them with the AVX2 tile kernels; AVX-512 VNNI's batch tiles read them
- * too), and, for the AVX2 set alone, Q4_0 matrices in tiles of 8 rows
- * (q32x8.h: the VNNI sets' tiles read rows). e->layers are the
+ * too), and, for the AVX2 and AVX-512 VNNI sets, Q4_0 matrices in tiles
+ * of 8 rows (q32x8.h; AVX-VNNI's tiles read rows). e->layers are the
  * views forward.c computes with: m->layers when nothing was repacked,
  * else the engine's copy of them with the repacked matrices swapped in.
  *
  * Every matrix a layer multiplies by is repacked when it can be (F16, Q4_K,
- * Q6_K or (AVX2) Q4_0, rows a multiple of 8), or left in rows, whole: an engine never computes one
+ * Q6_K or (AVX2, AVX-512 VNNI) Q4_0, rows a multiple of 8), or left in rows, whole: an engine never computes one
  * matrix both ways, so a row's result never depends on the path it took
  * (mm_f16_panel.h: the two layouts sum in different orders). The token
  * embedding stays in rows: it is read by row. The output matrix (often

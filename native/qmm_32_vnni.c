@@ -31,10 +31,30 @@ static void qmm_q8_0_vnni(float *out, size_t ldo, const void *xq, size_t xs, con
 		qmm_q8_0(out, ldo, xq, xs, w, n, m0, m1);
 }
 
+/*
+ * Q4_0 in tiles of 8 rows (PM_LAYOUT_Q32X8: panels.c repacks it for this
+ * build too): decode goes to the AVX2 build's tile8_x8, which reads the
+ * tiles as they lie (default Q4_0, one thread, AMD EPYC Zen 4: ~3,300
+ * tokens/s there against ~2,150 for this build's decode of the rows);
+ * batches to this build's 16-row vpdpbusd tiles, two tiles of 8 each
+ * (T4X: the interleave is the packer's). Both bitwise the rows'
+ * (test_q32x8.c).
+ */
+static void qmm_q4_0_vnni(float *out, size_t ldo, const void *xq, size_t xs, const pm_weight *w, int n, int m0,
+			  int m1)
+{
+	if (w->layout != PM_LAYOUT_Q32X8)
+		qmm_q4_0(out, ldo, xq, xs, w, n, m0, m1);
+	else if (n == 1)
+		pm_qmv_q4_0_avx2(out, xq, w, m0, m1);
+	else
+		qmm_q4_0x_batch(out, ldo, xq, xs, w, n, m0, m1);
+}
+
 pm_qmm_fn qmm_32_vnni(uint32_t type);
 pm_qmm_fn qmm_32_vnni(uint32_t type)
 {
-	return type == PM_TYPE_Q8_0 ? qmm_q8_0_vnni : qmm_32_vnni_tiles(type);
+	return type == PM_TYPE_Q8_0 ? qmm_q8_0_vnni : type == PM_TYPE_Q4_0 ? qmm_q4_0_vnni : qmm_32_vnni_tiles(type);
 }
 #else
 typedef int pm_qmm_32_vnni_empty; /* ISO C wants a declaration */

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "actquant.h"
+#include "q32x8.h"
 #include "qmm_transpose.h"
 
 #ifndef QMM_AVXVNNI
@@ -52,11 +53,13 @@
  * so the accumulators live in registers (-O2 does not unroll them) */
 #define UNROLL _Pragma("GCC unroll 8")
 
-enum { T8_0, T4_0, T4_1, T5_0, T5_1 };
+/* T4X: Q4_0 in tiles of 8 rows (PM_LAYOUT_Q32X8, q32x8.h), the VNNI
+ * batch path's only: the codes come interleaved (wblock8) */
+enum { T8_0, T4_0, T4_1, T5_0, T5_1, T4X };
 
 QMM_INLINE int tbytes(const int T)
 {
-	return T == T8_0 ? 34 : T == T4_0 ? 18 : T == T4_1 ? 20 : T == T5_0 ? 22 : 24;
+	return T == T8_0 ? 34 : T == T4_0 || T == T4X ? 18 : T == T4_1 ? 20 : T == T5_0 ? 22 : 24;
 }
 
 QMM_INLINE int has_min(const int T)
@@ -88,7 +91,7 @@ QMM_INLINE __m256i hi5(const uint8_t *p)
  * with a min */
 QMM_INLINE int offset(const int T)
 {
-	return T == T8_0 ? 128 : T == T4_0 ? 8 : T == T5_0 ? 16 : 0;
+	return T == T8_0 ? 128 : T == T4_0 || T == T4X ? 8 : T == T5_0 ? 16 : 0;
 }
 
 /* ucodes: a block's 32 codes u as bytes, element order */
@@ -345,9 +348,21 @@ QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
 }
 
 /* wblock8: block j of the 8 weight rows wr, interleaved into g, with its
- * scales dw and min terms mw (m', see the top) */
+ * scales dw and min terms mw (m', see the top); T4X: wr[0] is the
+ * tile's codes and wr[1] its scales (wrows), stored as g and dw want them */
 QMM_INLINE void wblock8(const int T, __m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *const wr[8], int j)
 {
+	if (T == T4X) {
+		const uint8_t *c = pm_q32x8_codes(wr[0], j);
+		UNROLL for (int k = 0; k < 4; k++) {
+			__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * k));
+			g[k] = _mm256_and_si256(v, _mm256_set1_epi8(15));
+			g[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+		}
+		*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wr[1] + (size_t)16 * j)));
+		*mw = _mm256_mul_ps(*dw, _mm256_set1_ps(-(float)offset(T)));
+		return;
+	}
 	const int BB = tbytes(T);
 	const uint8_t *p[8];
 	uint16_t hd[8], hm[8];
@@ -412,6 +427,24 @@ QMM_INLINE void store16(float *out, size_t ldo, int nw, const __m512 *y, const _
  * the instructions per output, which bound this path) */
 enum { WT = 16 };
 
+/* wrows: the row pointers of the weight tile at w (nw rows, rb bytes
+ * apart, nb blocks), a short tile repeating its last row; T4X: two tiles
+ * of 8 (the second the first again when nw <= 8), each half's first two
+ * pointers its codes and scales (wblock8) */
+QMM_INLINE void wrows(const int T, const uint8_t *wr[WT], const uint8_t *w, size_t rb, int nw, int nb)
+{
+	if (T == T4X) {
+		UNROLL for (int h = 0; h < 2; h++) {
+			const uint8_t *t = w + (size_t)(h && nw > 8 ? 8 : 0) * rb;
+			UNROLL for (int i = 0; i < 8; i++)
+				wr[8 * h + i] = i == 1 ? pm_q32x8_scales(t, nb, 0) : t;
+		}
+		return;
+	}
+	UNROLL for (int i = 0; i < WT; i++)
+		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+}
+
 /*
  * batch16: outputs of weight rows w .. w + nw - 1 (nw <= 16) against the
  * n (<= XCHUNK) activation rows at xq. Per k-chunk the 16 rows' codes are
@@ -427,8 +460,7 @@ QMM_INLINE void batch16(const int T, float *out, size_t ldo, const uint8_t *w, s
 	__m512i g[KB][8];
 	__m512 dw[KB], mw[KB], y[XCHUNK], z[XCHUNK];
 	const uint8_t *wr[WT];
-	UNROLL for (int i = 0; i < WT; i++)
-		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	wrows(T, wr, w, rb, nw, nb);
 	for (int r = 0; r < n; r++)
 		y[r] = z[r] = _mm512_setzero_ps();
 	const char *nx = (const char *)w + WT * rb;
@@ -459,8 +491,7 @@ QMM_INLINE void fused16(const int T, const int R, const int PF, float *out, size
 			size_t rb, int nw, const char *xq, size_t xs, int nb)
 {
 	const uint8_t *wr[WT];
-	UNROLL for (int i = 0; i < WT; i++)
-		wr[i] = w + (size_t)(i < nw ? i : nw - 1) * rb;
+	wrows(T, wr, w, rb, nw, nb);
 	const char *nx = (const char *)w + WT * rb;
 	__m512 y[R], z[R];
 	UNROLL for (int r = 0; r < R; r++)
@@ -871,6 +902,17 @@ QMM_KERNEL(qmm_q4_0, T4_0)
 QMM_KERNEL(qmm_q4_1, T4_1)
 QMM_KERNEL(qmm_q5_0, T5_0)
 QMM_KERNEL(qmm_q5_1, T5_1)
+
+#if QMM_VNNI
+/* qmm_q4_0x_batch: the batch path on Q4_0 tiles (T4X; decode on them is
+ * qmv_32_avx2.c's: qmm_32_vnni.c) */
+static QMM_ATTR __attribute__((noinline, unused)) void qmm_q4_0x_batch(float *out, size_t ldo, const char *x,
+									  size_t xs, const pm_weight *w, int n,
+									  int m0, int m1)
+{
+	batch(T4X, out, ldo, x, xs, w, n, m0, m1);
+}
+#endif
 
 pm_qmm_fn QMM_FN(uint32_t type);
 pm_qmm_fn QMM_FN(uint32_t type)

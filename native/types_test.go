@@ -244,16 +244,16 @@ func TestTypesAttentionGroupOf256(t *testing.T) {
 // TestTypesRepacked: an engine on an x86 kernel path computes every F16
 // layer matrix whose rows are whole panels of 8 in panels (mm_f16_panel.h),
 // and every Q4_K and Q6_K one whose rows
-// are whole tiles of 8 in tiles (kx8.h), on the AVX2 path every such
-// Q4_0 one in its own tiles (q32x8.h), and copies every other one (and
+// are whole tiles of 8 in tiles (kx8.h), on the AVX2 and AVX-512 VNNI
+// paths every such Q4_0 one in its own tiles (q32x8.h), and copies every other one (and
 // an output in rows) as it is into the same 2 MiB pages, and says how
 // many bytes it repacked and copied (Info().F16PanelBytes, KX8Bytes,
 // Q32X8Bytes, RowCopyBytes), the bytes one decode step reads and the last-level cache
 // it compares them with (StepWeightBytes, LLCBytes: sysfs, read here
 // independently); on the portable path it repacks and copies nothing and
 // reports 0 for those. The token embedding stays in
-// rows; the output matrix is in tiles when it is Q4_K, Q6_K or (AVX2)
-// Q4_0 (bitwise the rows' logits), never in panels. Logits and greedy tokens repacked are held
+// rows; the output matrix is in tiles when it is Q4_K, Q6_K or (AVX2,
+// AVX-512 VNNI) Q4_0 (bitwise the rows' logits), never in panels. Logits and greedy tokens repacked are held
 // to the reference by TestTypesLogitsMatchReference and
 // TestTypesInvariance.
 func TestTypesRepacked(t *testing.T) {
@@ -292,7 +292,7 @@ func TestTypesRepacked(t *testing.T) {
 		for _, kernel := range CPUKernels() {
 			e := openTyped(t, typ, func(c *Config) { c.Kernel = kernel })
 			wantP, wantT, wantQ, wantC := panels, tiles, q4tiles, copies
-			if kernel != "avx2" { // only the AVX2 kernels read Q4_0 tiles
+			if kernel != "avx2" && kernel != "avx512vnni" { // the sets that read Q4_0 tiles
 				wantQ, wantC = 0, copies+q4tiles
 			}
 			if kernel == "portable" || kernel == "neon" {

@@ -1,10 +1,12 @@
 /*
  * test_q32x8.c: Q4_0 repacked in tiles of 8 rows (q32x8.h), as the AVX2
- * engine computes it: the AVX2 kernels on the tiles give bitwise the
- * outputs they give on the rows, at batch 1 (qmv_32_avx2.c, both prefetch
- * hints: far set and not) and in batches of every grouping of activation
- * rows (qmm_32_avx2.c: 1, 2, 3, 5, 8, 65 and 70, more than one pass of
- * 64), whole or split at multiples of 16 (forward.c's mm_unit) and of 8,
+ * and AVX-512 VNNI engines compute it: each set's kernels on the tiles
+ * give bitwise the outputs the AVX2 kernels give on the rows, at batch 1
+ * (qmv_32_avx2.c, both prefetch hints: far set and not) and in batches of
+ * every grouping of activation rows (qmm_32_avx2.c, and the VNNI set's
+ * 16-row tiles, two tiles of 8 each, where the CPU has it: 1, 2, 3, 5, 8,
+ * 65 and 70, more than one pass of 64), whole or split at multiples of 16
+ * (forward.c's MM_UNIT) and of 8 (the VNNI tile then holds one tile of 8),
  * and a part writes nothing outside its rows. Widths: 3 blocks (odd: the
  * tiles' vectors off 32-byte alignment), 16 (one k-chunk), 18 (576,
  * smollm2: a chunk and 2 over) and 64. Row 0 holds the largest codes, row
@@ -94,6 +96,7 @@ int main(int argc, char **argv)
 		return fails != 0;
 	}
 	static const int ks[] = {96, 512, 576, KMAX};
+	int vnni = 0;
 	for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
 		int K = ks[ki];
 		size_t rb = pm_type_row_bytes(PM_TYPE_Q4_0, K);
@@ -120,6 +123,10 @@ int main(int argc, char **argv)
 			pm_matmul_q(q, one, M, x, (size_t)K, &wr, 1, 0, M, scratch);
 			CHECK(memcmp(one, want, sizeof one) == 0, "k %d: the rows' decode differs from their batch", K);
 			check(q, &wp, K);
+			pm_qmm v = pm_qmm_32_x86(PM_TYPE_Q4_0, 1);
+			if (v.fn)
+				check(v, &wp, K);
+			vnni += v.fn != NULL;
 		}
 		free(rows);
 		free(tiles);
@@ -128,6 +135,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_q32x8: %d failures\n", fails);
 		return 1;
 	}
-	printf("ok\n");
+	printf("ok (%s)\n", vnni ? "AVX2 and AVX-512 VNNI" : "AVX2; no AVX-512 VNNI on this CPU");
 	return 0;
 }
