@@ -56,4 +56,26 @@ static inline const uint8_t *pm_q32x8_scales(const uint8_t *t, int nb, int b)
 	return t + (size_t)128 * (size_t)nb + (size_t)16 * (size_t)b;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* pm_q32x8_block: a block's 8 interleaved groups into g (g[j] lane i: row
+ * i's codes of elements 4j .. 4j+3, unsigned) from its codes c, and its 8
+ * scales as floats (lane i row i's) from s (pm_q32x8_codes,
+ * pm_q32x8_scales): the loads every kernel on the tiles shares */
+static inline __attribute__((always_inline, target("avx2,f16c"))) __m256 pm_q32x8_block(__m256i g[8],
+											    const uint8_t *c,
+											    const uint8_t *s)
+{
+	const __m256i m = _mm256_set1_epi8(15);
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * k));
+		g[k] = _mm256_and_si256(v, m);
+		g[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+	}
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)s));
+}
+#endif
+
 #endif

@@ -156,14 +156,7 @@ A2_INLINE void wblock(const int T, __m256i g[8], __m256i sg[8], __m256 *dw, __m2
  * interleaved and its scales side by side */
 A2_INLINE void xblock(__m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *t, int nb, int b)
 {
-	const uint8_t *c = pm_q32x8_codes(t, b);
-	const __m256i m = _mm256_set1_epi8(15);
-	A2_UNROLL for (int j = 0; j < 4; j++) {
-		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * j));
-		g[j] = _mm256_and_si256(v, m);
-		g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-	}
-	*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pm_q32x8_scales(t, nb, b)));
+	*dw = pm_q32x8_block(g, pm_q32x8_codes(t, b), pm_q32x8_scales(t, nb, b));
 	*mw = _mm256_mul_ps(*dw, _mm256_set1_ps(-offs(Q4_0)));
 }
 

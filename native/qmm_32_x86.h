@@ -353,13 +353,7 @@ QMM_INLINE void interleave4(__m256i g[8], const uint8_t *const p[8], int qo)
 QMM_INLINE void wblock8(const int T, __m256i g[8], __m256 *dw, __m256 *mw, const uint8_t *const wr[8], int j)
 {
 	if (T == T4X) {
-		const uint8_t *c = pm_q32x8_codes(wr[0], j);
-		UNROLL for (int k = 0; k < 4; k++) {
-			__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * k));
-			g[k] = _mm256_and_si256(v, _mm256_set1_epi8(15));
-			g[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
-		}
-		*dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wr[1] + (size_t)16 * j)));
+		*dw = pm_q32x8_block(g, pm_q32x8_codes(wr[0], j), wr[1] + (size_t)16 * j);
 		*mw = _mm256_mul_ps(*dw, _mm256_set1_ps(-(float)offset(T)));
 		return;
 	}

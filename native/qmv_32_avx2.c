@@ -272,20 +272,13 @@ V2_INLINE void tile8_x8(const int L2, float *out, const uint8_t *t, size_t rb, c
 {
 	const char *nx = (const char *)t + (size_t)(8 * DPF) * rb;
 	size_t share = (8 * rb + (size_t)nb - 1) / (size_t)nb;
-	const __m256i m = _mm256_set1_epi8(15);
 	const __m256 off = _mm256_set1_ps(-offs(Q4_0));
 	__m256 y = _mm256_setzero_ps(), z = _mm256_setzero_ps();
 	for (int j = 0; j < nb; j++) {
 		pf_share(L2, nx + (size_t)j * share, share);
-		const uint8_t *c = pm_q32x8_codes(t, j);
 		__m256i g[8];
-		V2_UNROLL for (int k = 0; k < 4; k++) {
-			__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * k));
-			g[k] = _mm256_and_si256(v, m);
-			g[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-		}
+		__m256 dw = pm_q32x8_block(g, pm_q32x8_codes(t, j), pm_q32x8_scales(t, nb, j));
 		__m256 si = _mm256_cvtepi32_ps(sum8(Q4_0, g, a + j));
-		__m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pm_q32x8_scales(t, nb, j)));
 		y = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[j].d)), si, y);
 		z = _mm256_fmadd_ps(_mm256_mul_ps(dw, off), _mm256_set1_ps(a[j].s), z);
 	}
