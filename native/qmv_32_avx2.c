@@ -235,7 +235,7 @@ V2_INLINE void pf_share(const int L2, const char *p, size_t share)
  * tile after the next starts) are prefetched, a share per block, into L1
  * or (L2 set: PF_L1) into L2 */
 V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, size_t rb, int nw, const pm_act32 *a,
-		     int nb, const int32_t *xs)
+		     int nb, const int32_t *xs, const float *zs)
 {
 	const int BB = bbytes(T);
 	const uint8_t *wr[8];
@@ -249,9 +249,13 @@ V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, si
 		size_t off = (size_t)j * BB;
 		__m256 si = _mm256_cvtepi32_ps(dot8(T, wr, off, a + j, xs ? xs + j : NULL));
 		__m256 dw = half8(wr, off);
-		__m256 mw = hasmin(T) ? half8(wr, off + 2) : _mm256_mul_ps(dw, _mm256_set1_ps(-offs(T)));
 		y = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[j].d)), si, y);
-		z = _mm256_fmadd_ps(mw, _mm256_set1_ps(a[j].s), z);
+		if (hasmin(T))
+			z = _mm256_fmadd_ps(half8(wr, off + 2), _mm256_set1_ps(a[j].s), z);
+		else if (zs)
+			z = _mm256_fmadd_ps(dw, _mm256_set1_ps(zs[j]), z);
+		else
+			z = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(-offs(T))), _mm256_set1_ps(a[j].s), z);
 	}
 	__m256 v = _mm256_add_ps(y, z);
 	if (nw == 8) {
@@ -268,7 +272,8 @@ V2_INLINE void tile8(const int T, const int L2, float *out, const uint8_t *w, si
  * the codes come interleaved and the 8 scales in one vector, so a block
  * takes 4 loads and masks where the rows take a transpose and a gather;
  * the same integer sums and float steps, so the same bits */
-V2_INLINE void tile8_x8(const int L2, float *out, const uint8_t *t, size_t rb, const pm_act32 *a, int nb)
+V2_INLINE void tile8_x8(const int L2, float *out, const uint8_t *t, size_t rb, const pm_act32 *a, int nb,
+			const float *zs)
 {
 	const char *nx = (const char *)t + (size_t)(8 * DPF) * rb;
 	size_t share = (8 * rb + (size_t)nb - 1) / (size_t)nb;
@@ -280,7 +285,10 @@ V2_INLINE void tile8_x8(const int L2, float *out, const uint8_t *t, size_t rb, c
 		__m256 dw = pm_q32x8_block(g, pm_q32x8_codes(t, j), pm_q32x8_scales(t, nb, j));
 		__m256 si = _mm256_cvtepi32_ps(sum8(Q4_0, g, a + j));
 		y = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[j].d)), si, y);
-		z = _mm256_fmadd_ps(_mm256_mul_ps(dw, off), _mm256_set1_ps(a[j].s), z);
+		if (zs)
+			z = _mm256_fmadd_ps(dw, _mm256_set1_ps(zs[j]), z);
+		else
+			z = _mm256_fmadd_ps(_mm256_mul_ps(dw, off), _mm256_set1_ps(a[j].s), z);
 	}
 	_mm256_storeu_ps(out, _mm256_add_ps(y, z));
 }
@@ -302,22 +310,33 @@ V2_INLINE void qmv(const int T, float *out, const void *xq, const pm_weight *w, 
 			xsb[j] = _mm256_cvtsi256_si32(xsum128(a + j));
 		xs = xsb;
 	}
+	/* z's steps as fmadd(d_w, -offset * s_x, z): -offset * s_x is made
+	 * once per call, not -offset * d_w once per block and tile; both are
+	 * exact (a power of two), and the fmadd does not round the product,
+	 * so the same bits for a multiply fewer */
+	float zsb[XS_MAX];
+	const float *zs = NULL;
+	if (!hasmin(T) && nb <= XS_MAX) {
+		for (int j = 0; j < nb; j++)
+			zsb[j] = -offs(T) * a[j].s;
+		zs = zsb;
+	}
 	if (T == Q4_0 && w->layout == PM_LAYOUT_Q32X8) {
 		/* whole tiles: m0, m1 multiples of 8 (forward.c's MM_UNIT) */
 		if (w->far || pm_qmv_32_avx2_wide(rb))
 			for (int m = m0; m < m1; m += 8)
-				tile8_x8(1, out + m, pm_weight_row(w, m), rb, a, nb);
+				tile8_x8(1, out + m, pm_weight_row(w, m), rb, a, nb, zs);
 		else
 			for (int m = m0; m < m1; m += 8)
-				tile8_x8(0, out + m, pm_weight_row(w, m), rb, a, nb);
+				tile8_x8(0, out + m, pm_weight_row(w, m), rb, a, nb, zs);
 		return;
 	}
 	if (w->far || pm_qmv_32_avx2_wide(rb))
 		for (int m = m0; m < m1; m += 8)
-			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs);
+			tile8(T, 1, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs, zs);
 	else
 		for (int m = m0; m < m1; m += 8)
-			tile8(T, 0, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs);
+			tile8(T, 0, out + m, pm_weight_row(w, m), rb, m1 - m < 8 ? m1 - m : 8, a, nb, xs, zs);
 }
 
 /* the decode kernel of each type (qmv_32_avx2.h) */
