@@ -18,7 +18,8 @@
  *	y = fmadd(d_w * d_x, float(S), y)
  *	z = fmadd(m', s_x, z)       m' = m_w (Q4_1, Q5_1), else -offset * d_w
  *
- * and the output y + z; S is exact (below), so every output is bitwise
+ * (for the signed types taken as fmadd(d_w, -offset * s_x, z), the same
+ * product: see qmv) and the output y + z; S is exact (below), so every output is bitwise
  * what the batch tiles, the VNNI builds and the old tile give, whatever
  * the row split (test_quant.c checks it).
  *
