@@ -32,8 +32,17 @@
  * block and weight row (2.7 % on smollm2-135m Q8_0 at batch 8, Zen 4,
  * forced AVX2). Each output is therefore bitwise what the decode path and
  * the other tiles give, for any n, padding lane or split (test_quant.c
- * checks it). Padding lanes (rows
- * past n in the last set) hold zero codes and scales and are not stored.
+ * checks it). Padding lanes (rows past n in the last set) hold zero codes
+ * and scales and are not stored.
+ *
+ * A batch of one set (8 rows: pm_q8_xrows_takes gives it 8 only) takes
+ * 64-bit groups: a register holds 8 codes of 4 rows, so a block is 4
+ * broadcasts of |q| and 4 of q (not 8 and 8), and a vphaddd per block
+ * adds each row's two dwords (leaving the rows in xr_lane's order, which
+ * the activations' d, s and c are stored in). Zen 4, forced AVX2: 3 %
+ * faster at batch 8 (smollm2-135m and default Q8_0, alternating pmbench).
+ * Two sets keep the 32-bit groups: there the 64-bit ones measured 2-5 %
+ * slower (their accumulators spill).
  *
  * The interleaved activations live on the stack (PM_Q8_XROWS_MAXNB blocks
  * of up to 16 rows, 44 KiB, and a weight row's 2 KiB); wider rows take
@@ -52,19 +61,39 @@
 
 enum { QB = 34, PF = 8, SETS = PM_Q8_XROWS_MAXN / 8, NBMAX = PM_Q8_XROWS_MAXNB };
 
-/* the activations of one call, interleaved: block b, set s, group j holds
- * codes 4j .. 4j+3 of row 8s + i in lane i */
+/* the row in lane p of a set's d, s and c (and of its outputs): in the
+ * 32-bit groups lane i is row i; in the 64-bit groups vphaddd leaves the
+ * rows in this order */
+static const int xr_lane[2][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 4, 5, 2, 3, 6, 7}};
+
+/* the activations of one call, interleaved. 32-bit groups (two sets):
+ * q[b][s][j] holds codes 4j .. 4j+3 of row 8s + i in lane i. 64-bit
+ * groups (one set): q[b][0][2g + h] holds codes 8g .. 8g+7 of row 4h + k
+ * in 64-bit lane k. */
 typedef struct {
 	__m256i q[NBMAX][SETS][8];
-	__m256 d[NBMAX][SETS];	  /* the rows' scales */
+	__m256 d[NBMAX][SETS];	  /* the rows' scales, in xr_lane's order */
 	__m256 s[NBMAX][SETS];	  /* -128 * d * sum(q) */
 	__m256i c[NBMAX][SETS];	  /* 128 * sum(q) */
 } xrows;
 
+typedef int64_t __attribute__((may_alias, aligned(1))) xr_i64;
 typedef int32_t __attribute__((may_alias, aligned(1))) xr_i32;
 
-/* interleave: the n rows at xq (xs bytes apart; nb blocks each) into x */
-XR_INLINE void interleave(xrows *x, const char *xq, size_t xs, int n, int nb, int sets)
+/* the 4 x 4 transpose of 64-bit words: o[2g] holds word g of a[k] in lane k */
+XR_INLINE void transpose4x64(__m256i *o, const __m256i *a)
+{
+	__m256i t0 = _mm256_unpacklo_epi64(a[0], a[1]), t1 = _mm256_unpackhi_epi64(a[0], a[1]);
+	__m256i t2 = _mm256_unpacklo_epi64(a[2], a[3]), t3 = _mm256_unpackhi_epi64(a[2], a[3]);
+	o[0] = _mm256_permute2x128_si256(t0, t2, 0x20);
+	o[2] = _mm256_permute2x128_si256(t1, t3, 0x20);
+	o[4] = _mm256_permute2x128_si256(t0, t2, 0x31);
+	o[6] = _mm256_permute2x128_si256(t1, t3, 0x31);
+}
+
+/* interleave: the n rows at xq (xs bytes apart; nb blocks each) into x,
+ * in 64-bit groups when W (then n <= 8) */
+XR_INLINE void interleave(const int W, xrows *x, const char *xq, size_t xs, int n, int nb, int sets)
 {
 	const __m256i one8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
 	for (int b = 0; b < nb; b++)
@@ -73,23 +102,37 @@ XR_INLINE void interleave(xrows *x, const char *xq, size_t xs, int n, int nb, in
 			float d[8], sx[8];
 			XR_UNROLL for (int i = 0; i < 8; i++) {
 				int r = 8 * s + i;
+				u[i] = r < n ? _mm256_loadu_si256((const __m256i *)((const pm_act32 *)(xq + (size_t)r * xs) + b)->q)
+					     : _mm256_setzero_si256();
+			}
+			XR_UNROLL for (int p = 0; p < 8; p++) {
+				int r = 8 * s + xr_lane[W][p];
+				d[p] = sx[p] = 0.0f;
 				if (r < n) {
 					const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + b;
-					u[i] = _mm256_loadu_si256((const __m256i *)a->q);
-					d[i] = a->d;
-					sx[i] = a->s;
-				} else {
-					u[i] = _mm256_setzero_si256();
-					d[i] = sx[i] = 0.0f;
+					d[p] = a->d;
+					sx[p] = a->s;
 				}
 			}
-			pm_transpose8x32(x->q[b][s], u);
-			/* each lane's code sum: 8 groups of 4 codes, at most
-			 * 2 * 127 per int16 half and group, so int16 holds it */
-			__m256i t = _mm256_setzero_si256();
-			XR_UNROLL for (int j = 0; j < 8; j++)
-				t = _mm256_add_epi16(t, _mm256_maddubs_epi16(one8, x->q[b][s][j]));
-			x->c[b][s] = _mm256_slli_epi32(_mm256_madd_epi16(t, ones), 7);
+			/* each row's code sum: 8 groups of 4 codes (or 4 of 8
+			 * per half), at most 2 * 127 per int16 and group, so
+			 * int16 holds it */
+			if (W) {
+				transpose4x64(x->q[b][s], u);
+				transpose4x64(x->q[b][s] + 1, u + 4);
+				__m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+				XR_UNROLL for (int j = 0; j < 8; j++)
+					t[j & 1] = _mm256_add_epi16(t[j & 1], _mm256_maddubs_epi16(one8, x->q[b][s][j]));
+				x->c[b][s] = _mm256_slli_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(t[0], ones),
+										 _mm256_madd_epi16(t[1], ones)),
+							       7);
+			} else {
+				pm_transpose8x32(x->q[b][s], u);
+				__m256i t = _mm256_setzero_si256();
+				XR_UNROLL for (int j = 0; j < 8; j++)
+					t = _mm256_add_epi16(t, _mm256_maddubs_epi16(one8, x->q[b][s][j]));
+				x->c[b][s] = _mm256_slli_epi32(_mm256_madd_epi16(t, ones), 7);
+			}
 			x->d[b][s] = _mm256_loadu_ps(d);
 			x->s[b][s] = _mm256_mul_ps(_mm256_loadu_ps(sx), _mm256_set1_ps(-128.0f));
 		}
@@ -107,37 +150,60 @@ XR_INLINE void wrow(__m256i *a, float *dw, const uint8_t *p, int nb)
 	}
 }
 
+/* isum: one weight row's S for the activation rows of block b, W and S as
+ * in row; acc[s] gets set s's, in xr_lane[W]'s order */
+XR_INLINE void isum(const int W, const int S, __m256i *acc, const xrows *x, int b, const uint8_t *ab,
+		    const uint8_t *qb)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	if (W) { /* 8 codes a broadcast, 4 rows a register */
+		__m256i h[2];
+		XR_UNROLL for (int g = 0; g < 4; g++) {
+			__m256i a = _mm256_set1_epi64x(*(const xr_i64 *)(ab + 8 * g));
+			__m256i q = _mm256_set1_epi64x(*(const xr_i64 *)(qb + 8 * g));
+			XR_UNROLL for (int k = 0; k < 2; k++) {
+				__m256i t = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(a, _mm256_sign_epi8(_mm256_load_si256(&x->q[b][0][2 * g + k]), q)),
+					ones);
+				h[k] = g ? _mm256_add_epi32(h[k], t) : t;
+			}
+		}
+		acc[0] = _mm256_add_epi32(_mm256_hadd_epi32(h[0], h[1]), x->c[b][0]);
+		return;
+	}
+	XR_UNROLL for (int s = 0; s < S; s++)
+		acc[s] = x->c[b][s];
+	XR_UNROLL for (int j = 0; j < 8; j++) {
+		__m256i a = _mm256_set1_epi32(*(const xr_i32 *)(ab + 4 * j));
+		__m256i q = _mm256_set1_epi32(*(const xr_i32 *)(qb + 4 * j));
+		XR_UNROLL for (int s = 0; s < S; s++) {
+			__m256i t = _mm256_maddubs_epi16(a, _mm256_sign_epi8(_mm256_load_si256(&x->q[b][s][j]), q));
+			acc[s] = _mm256_add_epi32(acc[s], _mm256_madd_epi16(t, ones));
+		}
+	}
+}
+
 /* row: the outputs of weight row p (the next rows rb bytes apart) for the
- * S sets of 8 activation rows (n in all), row r's at out[r * ldo]; wa and
- * dw are the row's buffers (wrow). One weight row at a time: two rows a
- * step (sharing the activation loads) measured no faster, as gcc then
- * kept the float accumulators on the stack. The row PF rows ahead is
- * prefetched block by block (without it a third of the time went to
- * waiting for the row's bytes in wrow; 8 rows measured faster than 2 or 4,
- * no slower than 16 or 32). */
-XR_INLINE void row(const int S, float *out, size_t ldo, const xrows *x, const uint8_t *p, size_t rb, int n, int nb,
-		   __m256i *wa, float *dw)
+ * S sets of 8 activation rows (n in all), row r's at out[r * ldo], with
+ * the activations in 64-bit groups when W (then S = 1); wa and dw are the
+ * row's buffers (wrow). One weight row at a time: two rows a step (sharing
+ * the activation loads) measured no faster, as gcc then kept the float
+ * accumulators on the stack. The row PF rows ahead is prefetched block by
+ * block (without it a third of the time went to waiting for the row's
+ * bytes in wrow; 8 rows measured faster than 2 or 4, no slower than 16 or
+ * 32). */
+XR_INLINE void row(const int W, const int S, float *out, size_t ldo, const xrows *x, const uint8_t *p, size_t rb,
+		   int n, int nb, __m256i *wa, float *dw)
 {
 	wrow(wa, dw, p, nb);
-	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 y[SETS], z[SETS];
 	XR_UNROLL for (int s = 0; s < S; s++)
 		y[s] = z[s] = _mm256_setzero_ps();
 	for (int b = 0; b < nb; b++) {
 		__m256i acc[SETS];
-		XR_UNROLL for (int s = 0; s < S; s++)
-			acc[s] = x->c[b][s];
-		const uint8_t *ab = (const uint8_t *)&wa[b], *qb = p + (size_t)b * QB + 2;
+		const uint8_t *qb = p + (size_t)b * QB + 2;
 		_mm_prefetch((const char *)qb + PF * rb, _MM_HINT_T0);
-		XR_UNROLL for (int j = 0; j < 8; j++) {
-			__m256i a = _mm256_set1_epi32(*(const xr_i32 *)(ab + 4 * j));
-			__m256i q = _mm256_set1_epi32(*(const xr_i32 *)(qb + 4 * j));
-			XR_UNROLL for (int s = 0; s < S; s++) {
-				__m256i t = _mm256_maddubs_epi16(
-					a, _mm256_sign_epi8(_mm256_load_si256(&x->q[b][s][j]), q));
-				acc[s] = _mm256_add_epi32(acc[s], _mm256_madd_epi16(t, ones));
-			}
-		}
+		isum(W, S, acc, x, b, (const uint8_t *)&wa[b], qb);
 		__m256 d = _mm256_set1_ps(dw[b]);
 		XR_UNROLL for (int s = 0; s < S; s++) {
 			y[s] = _mm256_fmadd_ps(_mm256_mul_ps(d, x->d[b][s]), _mm256_cvtepi32_ps(acc[s]), y[s]);
@@ -147,8 +213,9 @@ XR_INLINE void row(const int S, float *out, size_t ldo, const xrows *x, const ui
 	XR_UNROLL for (int s = 0; s < S; s++) {
 		float v[8];
 		_mm256_storeu_ps(v, _mm256_add_ps(y[s], z[s]));
-		for (int i = 0; i < 8 && 8 * s + i < n; i++)
-			out[(size_t)(8 * s + i) * ldo] = v[i];
+		for (int i = 0; i < 8; i++)
+			if (8 * s + xr_lane[W][i] < n)
+				out[(size_t)(8 * s + xr_lane[W][i]) * ldo] = v[i];
 	}
 }
 
@@ -161,12 +228,14 @@ __attribute__((target("avx2,fma,f16c"))) void pm_qmm_q8_0_xrows_avx2(float *out,
 	xrows x;
 	__m256i wa[NBMAX];
 	float dw[NBMAX];
-	interleave(&x, xq, xs, n, nb, sets);
-	for (int m = m0; m < m1; m++) {
-		if (sets == 1)
-			row(1, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
-		else
-			row(2, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
+	if (sets == 1) {
+		interleave(1, &x, xq, xs, n, nb, 1);
+		for (int m = m0; m < m1; m++)
+			row(1, 1, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
+	} else {
+		interleave(0, &x, xq, xs, n, nb, sets);
+		for (int m = m0; m < m1; m++)
+			row(0, 2, out + m, ldo, &x, pm_weight_row(w, m), rb, n, nb, wa, dw);
 	}
 }
 #else
