@@ -19,9 +19,9 @@
  *	z = fmadd(m', s_x, z)       m' = m_w (Q4_1, Q5_1), else -offset * d_w
  *
  * (for the signed types taken as fmadd(d_w, -offset * s_x, z), the same
- * product: see qmv) and the output y + z; S is exact (below), so every output is bitwise
- * what the batch tiles, the VNNI builds and the old tile give, whatever
- * the row split (test_quant.c checks it).
+ * product: see qmv) and the output y + z; S is exact (below), so every
+ * output is bitwise what the batch tiles, the VNNI builds and the old tile
+ * give, whatever the row split (test_quant.c checks it).
  *
  * Integer bounds (no int16 step saturates; activation codes are in
  * [-127, 127]): Q4 pairs reach 2 * 15 * 127 and 8 groups add in int16
