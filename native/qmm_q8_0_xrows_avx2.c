@@ -102,8 +102,11 @@ XR_INLINE void interleave(const int W, xrows *x, const char *xq, size_t xs, int 
 			float d[8], sx[8];
 			XR_UNROLL for (int i = 0; i < 8; i++) {
 				int r = 8 * s + i;
-				u[i] = r < n ? _mm256_loadu_si256((const __m256i *)((const pm_act32 *)(xq + (size_t)r * xs) + b)->q)
-					     : _mm256_setzero_si256();
+				u[i] = _mm256_setzero_si256();
+				if (r < n) {
+					const pm_act32 *a = (const pm_act32 *)(xq + (size_t)r * xs) + b;
+					u[i] = _mm256_loadu_si256((const __m256i *)a->q);
+				}
 			}
 			XR_UNROLL for (int p = 0; p < 8; p++) {
 				int r = 8 * s + xr_lane[W][p];
@@ -121,11 +124,12 @@ XR_INLINE void interleave(const int W, xrows *x, const char *xq, size_t xs, int 
 				transpose4x64(x->q[b][s], u);
 				transpose4x64(x->q[b][s] + 1, u + 4);
 				__m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-				XR_UNROLL for (int j = 0; j < 8; j++)
-					t[j & 1] = _mm256_add_epi16(t[j & 1], _mm256_maddubs_epi16(one8, x->q[b][s][j]));
-				x->c[b][s] = _mm256_slli_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(t[0], ones),
-										 _mm256_madd_epi16(t[1], ones)),
-							       7);
+				XR_UNROLL for (int j = 0; j < 8; j++) {
+					__m256i c = _mm256_maddubs_epi16(one8, x->q[b][s][j]);
+					t[j & 1] = _mm256_add_epi16(t[j & 1], c);
+				}
+				__m256i c0 = _mm256_madd_epi16(t[0], ones), c1 = _mm256_madd_epi16(t[1], ones);
+				x->c[b][s] = _mm256_slli_epi32(_mm256_hadd_epi32(c0, c1), 7);
 			} else {
 				pm_transpose8x32(x->q[b][s], u);
 				__m256i t = _mm256_setzero_si256();
@@ -162,9 +166,8 @@ XR_INLINE void isum(const int W, const int S, __m256i *acc, const xrows *x, int 
 			__m256i a = _mm256_set1_epi64x(*(const xr_i64 *)(ab + 8 * g));
 			__m256i q = _mm256_set1_epi64x(*(const xr_i64 *)(qb + 8 * g));
 			XR_UNROLL for (int k = 0; k < 2; k++) {
-				__m256i t = _mm256_madd_epi16(
-					_mm256_maddubs_epi16(a, _mm256_sign_epi8(_mm256_load_si256(&x->q[b][0][2 * g + k]), q)),
-					ones);
+				__m256i sx = _mm256_sign_epi8(_mm256_load_si256(&x->q[b][0][2 * g + k]), q);
+				__m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(a, sx), ones);
 				h[k] = g ? _mm256_add_epi32(h[k], t) : t;
 			}
 		}
