@@ -26,7 +26,8 @@
  * otherwise fold the load into each FMA that uses it: 2 or Q loads). */
 #define ATT_IN_REG(v) __asm__("" : "+x"(v))
 
-/* ahead_step prefetches the cache lines of the cursor's row and moves on. */
+/* ahead_step prefetches the cache lines of the cursor's row into L2 and
+ * moves on. */
 ATT_INLINE void ATT(ahead_step_)(kv_ahead *a)
 {
 	if (a->t >= 2 * a->n) {
@@ -41,7 +42,7 @@ ATT_INLINE void ATT(ahead_step_)(kv_ahead *a)
 	const float *p = base + ((size_t)a->table[a->b] * (size_t)a->bs + (size_t)a->o) * a->stride;
 	uintptr_t l = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)(p + a->hd);
 	for (; l < end; l += 64)
-		_mm_prefetch((const char *)l, _MM_HINT_T0);
+		_mm_prefetch((const char *)l, _MM_HINT_T1);
 	if (++a->t == a->n)
 		a->b = 0, a->o = 0; /* on to the values */
 	else if (++a->o == a->bs)
