@@ -24,8 +24,8 @@
  * weight row is two 32-bit broadcasts, vpsignb, vpmaddubsw, vpmaddwd and
  * an add (one set; two sets: see below). S gets 128 * (the activation
  * block's code sum), so it is the sum over (q + 128) * q_x that every
- * other build takes, and the float
- * steps per block are qmm_32_x86.h's, lane by lane: y = fmadd(d_w * d_x,
+ * other build takes, and the float steps per block are qmm_32_x86.h's,
+ * lane by lane: y = fmadd(d_w * d_x,
  * float(S), y), z = fmadd(-128 * d_w, s_x, z), out y + z. z is taken as
  * fmadd(d_w, -128 * s_x, z), with -128 * s_x made once per call: both
  * products are exact powers-of-two scalings of the same d_w * s_x, which an
@@ -59,8 +59,8 @@
  * (the 64-bit groups' kernel is not bound by its multiplies alone).
  *
  * The interleaved activations live on the stack (PM_Q8_XROWS_MAXNB blocks
- * of up to 16 rows, 44 KiB, and a weight row's 2 KiB); wider rows take
- * qmm_32_avx2.c's tile.
+ * of up to 16 rows, 44 KiB, and a weight row's codes, 4 KiB as nibbles);
+ * wider rows take qmm_32_avx2.c's tile.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
